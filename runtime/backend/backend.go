@@ -1,0 +1,167 @@
+// Package backend defines the small contract between the serving core
+// (repository, scheduler, frontends) and the code that actually runs a model
+// (libtorch through cgo, python stub processes, or a pure-Go fake in tests).
+//
+// The core never imports a concrete backend: cmd/tritonserver registers the
+// backends it was built with, keyed by Triton's backend name ("pytorch",
+// "python").
+package backend
+
+import (
+	"context"
+	"fmt"
+)
+
+// DataType is a tensor element type as named on Triton's wire ("FP32",
+// "INT64", "BYTES", ...), without the config's "TYPE_" prefix.
+type DataType string
+
+// Wire data types. BYTES is TYPE_STRING in config.pbtxt.
+const (
+	Bool   DataType = "BOOL"
+	Uint8  DataType = "UINT8"
+	Uint16 DataType = "UINT16"
+	Uint32 DataType = "UINT32"
+	Uint64 DataType = "UINT64"
+	Int8   DataType = "INT8"
+	Int16  DataType = "INT16"
+	Int32  DataType = "INT32"
+	Int64  DataType = "INT64"
+	FP16   DataType = "FP16"
+	FP32   DataType = "FP32"
+	FP64   DataType = "FP64"
+	BF16   DataType = "BF16"
+	Bytes  DataType = "BYTES"
+)
+
+// Size returns the element size in bytes, or 0 for BYTES (variable length)
+// and unknown types.
+func (d DataType) Size() int {
+	switch d {
+	case Bool, Uint8, Int8:
+		return 1
+	case Uint16, Int16, FP16, BF16:
+		return 2
+	case Uint32, Int32, FP32:
+		return 4
+	case Uint64, Int64, FP64:
+		return 8
+	}
+	return 0
+}
+
+// Valid reports whether d is one of the wire data types.
+func (d DataType) Valid() bool { return d == Bytes || d.Size() > 0 }
+
+// Tensor is one named tensor. Data holds the elements in row-major,
+// little-endian order; for BYTES each element is a 4-byte little-endian length
+// followed by that many bytes (Triton's binary encoding). Backends must not
+// keep references to Data after Execute returns unless they copied it.
+type Tensor struct {
+	Name     string
+	DataType DataType
+	Shape    []int64
+	Data     []byte
+}
+
+// NumElements is the product of Shape (1 for a scalar).
+func (t *Tensor) NumElements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// TensorSpec is an input or output as declared in config.pbtxt. Dims exclude
+// the batch dimension when the model's MaxBatchSize > 0.
+type TensorSpec struct {
+	Name     string
+	DataType DataType
+	Dims     []int64
+	Optional bool
+}
+
+// ModelSpec is everything a backend needs to load one version of a model,
+// already resolved by the repository (paths absolute, config validated).
+type ModelSpec struct {
+	Name         string
+	Version      int64
+	ModelDir     string // <repo>/<model>
+	VersionDir   string // <repo>/<model>/<version>; the working directory for python models
+	Repository   string // <repo>
+	Filename     string // default_model_filename or the backend's default (model.pt, model.py)
+	MaxBatchSize int
+	Inputs       []TensorSpec
+	Outputs      []TensorSpec
+	// Parameters are config.pbtxt's parameters {key, value: {string_value}}.
+	Parameters map[string]string
+	// BackendConfig holds --backend-config=<this backend>,k=v settings.
+	BackendConfig map[string]string
+	// OpLibraries are model_operations.op_library_filename entries, absolute.
+	OpLibraries []string
+	// ConfigJSON is the model config in Triton's JSON form, as handed to
+	// python models in initialize(args["model_config"]).
+	ConfigJSON []byte
+}
+
+// Request is one inference request as seen by a backend. With dynamic
+// batching an instance receives several at once.
+type Request struct {
+	Inputs []Tensor
+	// Outputs names the requested outputs; empty means all declared outputs.
+	Outputs []string
+}
+
+// Response carries the outputs for one request, or the error for it alone.
+type Response struct {
+	Outputs []Tensor
+	Err     error
+}
+
+// Backend loads model instances. One Backend value serves every model that
+// names it; it must be safe for concurrent use.
+type Backend interface {
+	// NewInstance loads instance number idx (0-based, across the model's
+	// instance groups) of the model described by spec.
+	NewInstance(ctx context.Context, spec *ModelSpec, idx int) (Instance, error)
+}
+
+// Instance is one loaded copy of a model. The scheduler never calls Execute
+// concurrently on the same Instance.
+type Instance interface {
+	// Execute runs the requests as one batch and returns exactly one
+	// Response per Request, in order. A non-nil error fails every request of
+	// the batch (for example a crashed python stub).
+	Execute(ctx context.Context, reqs []*Request) ([]*Response, error)
+	// Close releases the instance (Triton's finalize).
+	Close() error
+}
+
+// Error is a backend or request error that carries the status class the
+// frontends map to HTTP and gRPC codes in one place.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Code classifies errors like Triton does.
+type Code int
+
+// Error classes; frontends map them to HTTP 400/404/503/501/500 and to the
+// corresponding gRPC codes.
+const (
+	InvalidArg Code = iota
+	NotFound
+	Unavailable
+	Unsupported
+	Internal
+	AlreadyExists
+)
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
