@@ -1,0 +1,166 @@
+/*
+ * tbtorch.h: a small C ABI over libtorch's TorchScript API, used by the Go
+ * package runtime/torch through cgo.
+ *
+ * Ownership rules (the whole contract in one place):
+ *   - Every function that can fail returns a tbt_status and, on failure,
+ *     stores a malloc'd NUL-terminated message in *err (when err is not
+ *     NULL). The caller frees it with tbt_string_free. On success *err is
+ *     left untouched.
+ *   - tbt_module_load returns a module the caller owns; free it with
+ *     tbt_module_free. A module may be used by one thread at a time.
+ *   - tbt_forward never copies input data: each tbt_tensor_in.data buffer is
+ *     wrapped in place (torch::from_blob) and must stay valid and unmoved
+ *     until tbt_forward returns. The module must not keep references to its
+ *     inputs beyond the call (ordinary TorchScript forward() methods do not).
+ *   - tbt_forward returns a tbt_result the caller owns; free it with
+ *     tbt_result_free. The tbt_tensor_view array, the shapes and the data
+ *     pointers it exposes belong to the result and stay valid until then;
+ *     when forward() returns one of its inputs unchanged, that output's data
+ *     is the caller's input buffer, so copy outputs before releasing inputs.
+ *   - Libraries loaded by tbt_load_library stay loaded for the life of the
+ *     process: the operators they register cannot be unregistered safely.
+ *   - No C++ exception ever crosses this boundary.
+ */
+#ifndef TBTORCH_H
+#define TBTORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; only these functions export. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TBT_API __attribute__((visibility("default")))
+#else
+#define TBT_API
+#endif
+
+/* Status codes; the Go side maps them to Triton's error classes. */
+typedef enum {
+  TBT_OK = 0,
+  TBT_ERR_INVALID_ARG = 1, /* bad input from the caller (shape, dtype, count) */
+  TBT_ERR_UNSUPPORTED = 2, /* a feature libtorch 1.13 lacks (e.g. UINT32) */
+  TBT_ERR_NOT_FOUND = 3,   /* a file that cannot be opened */
+  TBT_ERR_INTERNAL = 4     /* anything libtorch itself reported */
+} tbt_status;
+
+/* Element types, one per Triton wire type except BYTES. */
+typedef enum {
+  TBT_BOOL = 1,
+  TBT_UINT8 = 2,
+  TBT_UINT16 = 3, /* rejected: libtorch 1.13 has no such type */
+  TBT_UINT32 = 4, /* rejected */
+  TBT_UINT64 = 5, /* rejected */
+  TBT_INT8 = 6,
+  TBT_INT16 = 7,
+  TBT_INT32 = 8,
+  TBT_INT64 = 9,
+  TBT_FP16 = 10,
+  TBT_FP32 = 11,
+  TBT_FP64 = 12,
+  TBT_BF16 = 13
+} tbt_dtype;
+
+typedef struct tbt_module tbt_module;
+typedef struct tbt_result tbt_result;
+
+/* One input tensor, borrowed for the duration of tbt_forward. */
+typedef struct {
+  int32_t dtype;        /* a tbt_dtype */
+  int32_t ndim;
+  const int64_t *shape; /* ndim entries */
+  void *data;           /* numel * element size bytes, row-major */
+  int64_t nbytes;       /* checked against shape and dtype */
+} tbt_tensor_in;
+
+/* One output tensor, owned by its tbt_result. Always contiguous. */
+typedef struct {
+  int32_t dtype; /* a tbt_dtype */
+  int32_t ndim;
+  const int64_t *shape;
+  const void *data;
+  int64_t nbytes;
+} tbt_tensor_view;
+
+/* Options for tbt_module_load. Thread counts <= 0 keep libtorch's default. */
+typedef struct {
+  const char *path;           /* TorchScript archive (model.pt) */
+  int32_t intra_op_threads;   /* applied on every forward (per OS thread in OpenMP) */
+} tbt_load_options;
+
+/* Frees a message returned through an err out-parameter. NULL is ignored. */
+TBT_API void tbt_string_free(char *s);
+
+/*
+ * Loads a shared library with dlopen(RTLD_NOW | RTLD_GLOBAL) so that the
+ * TorchScript operators it registers are visible to modules loaded later.
+ * Loading the same path again is cheap (dlopen reference counting).
+ * Failure: TBT_ERR_NOT_FOUND with "<path>: <dlerror text>".
+ */
+TBT_API tbt_status tbt_load_library(const char *path, char **err);
+
+/*
+ * Sets libtorch's inter-op thread pool size. libtorch allows this only once
+ * per process and only before the pool starts; later calls asking for the
+ * size already in effect succeed, others fail with TBT_ERR_UNSUPPORTED and a
+ * message stating the size in effect. *in_effect (if not NULL) always
+ * receives the size in effect after the call.
+ */
+TBT_API tbt_status tbt_set_inter_op_threads(int32_t n, int32_t *in_effect, char **err);
+
+/* Loads a TorchScript module on the CPU and puts it in eval mode. */
+TBT_API tbt_status tbt_module_load(const tbt_load_options *opts, tbt_module **out, char **err);
+
+/* Frees a module. NULL is ignored. */
+TBT_API void tbt_module_free(tbt_module *m);
+
+/* Number of forward() arguments, not counting self. */
+TBT_API int32_t tbt_module_num_inputs(const tbt_module *m);
+
+/*
+ * Number of forward() arguments without a default value, not counting self;
+ * a caller must pass at least this many.
+ */
+TBT_API int32_t tbt_module_num_required_inputs(const tbt_module *m);
+
+/*
+ * Name of forward() argument i (0-based, self excluded), owned by the module;
+ * NULL when i is out of range.
+ */
+TBT_API const char *tbt_module_input_name(const tbt_module *m, int32_t i);
+
+/*
+ * Number of outputs declared by forward()'s return type: 1 for a Tensor, N
+ * for a tuple of N tensors, -1 when the schema does not say (for example a
+ * List[Tensor]); the count is then known only after a forward.
+ */
+TBT_API int32_t tbt_module_num_outputs(const tbt_module *m);
+
+/*
+ * Runs forward() on n_inputs borrowed tensors under c10::InferenceMode.
+ * On success *out owns the outputs, and *views / *n_views (both owned by
+ * *out) describe them, so that a caller reads everything without further
+ * calls.
+ */
+TBT_API tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inputs,
+                       tbt_result **out, const tbt_tensor_view **views,
+                       int32_t *n_views, char **err);
+
+/* Frees a forward result and every view into it. NULL is ignored. */
+TBT_API void tbt_result_free(tbt_result *r);
+
+/*
+ * The file libtbtorch itself was loaded from (from dladdr), owned by the
+ * library; NULL when unknown. Tests use it to find artifacts built next to it.
+ */
+TBT_API const char *tbt_library_path(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TBTORCH_H */

@@ -1,0 +1,423 @@
+// Implementation of tbtorch.h over libtorch's TorchScript API.
+//
+// Every exported function is a thin try/catch around C++ so that no
+// exception crosses into Go; messages come from c10::Error's text without
+// the C++ backtrace (which only helps someone debugging libtorch itself).
+
+#include "tbtorch.h"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/script.h>
+
+struct tbt_module {
+  torch::jit::Module module;
+  torch::jit::Method forward;
+  int32_t intra_op_threads;
+  std::vector<std::string> input_names;
+  int32_t num_required_inputs;
+  int32_t num_outputs;
+  // Reused across forwards: a module is used by one thread at a time.
+  std::vector<c10::IValue> args;
+
+  tbt_module(torch::jit::Module m, int32_t intra)
+      : module(std::move(m)), forward(module.get_method("forward")), intra_op_threads(intra),
+        num_required_inputs(0), num_outputs(-1) {}
+};
+
+struct tbt_result {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<tbt_tensor_view> views;
+};
+
+namespace {
+
+char *dup_string(const std::string &s) {
+  char *p = static_cast<char *>(std::malloc(s.size() + 1));
+  if (p != nullptr) {
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = '\0';
+  }
+  return p;
+}
+
+tbt_status fail(char **err, tbt_status st, const std::string &msg) {
+  if (err != nullptr) {
+    *err = dup_string(msg);
+  }
+  return st;
+}
+
+// Runs body and turns any exception into a status and message.
+template <typename F>
+tbt_status guarded(char **err, const std::string &what, F &&body) {
+  try {
+    return body();
+  } catch (const c10::Error &e) {
+    return fail(err, TBT_ERR_INTERNAL, what + ": " + e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    return fail(err, TBT_ERR_INTERNAL, what + ": " + e.what());
+  } catch (...) {
+    return fail(err, TBT_ERR_INTERNAL, what + ": unknown C++ exception");
+  }
+}
+
+const char *dtype_name(int32_t d) {
+  switch (d) {
+  case TBT_BOOL: return "BOOL";
+  case TBT_UINT8: return "UINT8";
+  case TBT_UINT16: return "UINT16";
+  case TBT_UINT32: return "UINT32";
+  case TBT_UINT64: return "UINT64";
+  case TBT_INT8: return "INT8";
+  case TBT_INT16: return "INT16";
+  case TBT_INT32: return "INT32";
+  case TBT_INT64: return "INT64";
+  case TBT_FP16: return "FP16";
+  case TBT_FP32: return "FP32";
+  case TBT_FP64: return "FP64";
+  case TBT_BF16: return "BF16";
+  }
+  return "unknown";
+}
+
+// Maps a tbt_dtype to a torch scalar type; false for types libtorch lacks.
+bool to_scalar_type(int32_t d, c10::ScalarType *out) {
+  switch (d) {
+  case TBT_BOOL: *out = c10::ScalarType::Bool; return true;
+  case TBT_UINT8: *out = c10::ScalarType::Byte; return true;
+  case TBT_INT8: *out = c10::ScalarType::Char; return true;
+  case TBT_INT16: *out = c10::ScalarType::Short; return true;
+  case TBT_INT32: *out = c10::ScalarType::Int; return true;
+  case TBT_INT64: *out = c10::ScalarType::Long; return true;
+  case TBT_FP16: *out = c10::ScalarType::Half; return true;
+  case TBT_FP32: *out = c10::ScalarType::Float; return true;
+  case TBT_FP64: *out = c10::ScalarType::Double; return true;
+  case TBT_BF16: *out = c10::ScalarType::BFloat16; return true;
+  }
+  return false;
+}
+
+bool from_scalar_type(c10::ScalarType st, int32_t *out) {
+  switch (st) {
+  case c10::ScalarType::Bool: *out = TBT_BOOL; return true;
+  case c10::ScalarType::Byte: *out = TBT_UINT8; return true;
+  case c10::ScalarType::Char: *out = TBT_INT8; return true;
+  case c10::ScalarType::Short: *out = TBT_INT16; return true;
+  case c10::ScalarType::Int: *out = TBT_INT32; return true;
+  case c10::ScalarType::Long: *out = TBT_INT64; return true;
+  case c10::ScalarType::Half: *out = TBT_FP16; return true;
+  case c10::ScalarType::Float: *out = TBT_FP32; return true;
+  case c10::ScalarType::Double: *out = TBT_FP64; return true;
+  case c10::ScalarType::BFloat16: *out = TBT_BF16; return true;
+  default: return false;
+  }
+}
+
+// Output count declared by forward()'s schema, or -1 when it does not say.
+int32_t declared_outputs(const c10::FunctionSchema &schema) {
+  if (schema.returns().size() != 1) {
+    return -1;
+  }
+  const c10::TypePtr &t = schema.returns()[0].type();
+  if (t->kind() == c10::TypeKind::TensorType) {
+    return 1;
+  }
+  if (t->kind() == c10::TypeKind::TupleType) {
+    return static_cast<int32_t>(t->expectRef<c10::TupleType>().elements().size());
+  }
+  return -1;
+}
+
+// Collects the tensors of a forward() result: a Tensor, or a tuple or list
+// of tensors. Anything else is refused with its type in the message.
+tbt_status collect_outputs(const c10::IValue &v, std::vector<at::Tensor> *out, char **err) {
+  if (v.isTensor()) {
+    out->push_back(v.toTensor());
+    return TBT_OK;
+  }
+  if (v.isTuple()) {
+    const auto &elems = v.toTupleRef().elements();
+    for (size_t i = 0; i < elems.size(); i++) {
+      if (!elems[i].isTensor()) {
+        return fail(err, TBT_ERR_UNSUPPORTED,
+                    "forward() output " + std::to_string(i) + " is a " +
+                        elems[i].type()->str() + ", not a Tensor");
+      }
+      out->push_back(elems[i].toTensor());
+    }
+    return TBT_OK;
+  }
+  if (v.isTensorList()) {
+    for (const at::Tensor &t : v.toTensorVector()) {
+      out->push_back(t);
+    }
+    return TBT_OK;
+  }
+  return fail(err, TBT_ERR_UNSUPPORTED,
+              "forward() returned a " + v.type()->str() +
+                  "; only a Tensor or a tuple or list of tensors is supported");
+}
+
+// Inter-op pool size chosen by this library; libtorch accepts exactly one
+// set_num_interop_threads per process and, when it refuses a second one,
+// still overwrites its record of the size, so later calls never reach it.
+std::mutex interop_mu;
+int32_t interop_set = 0; // 0: never set through this library
+
+} // namespace
+
+extern "C" {
+
+void tbt_string_free(char *s) { std::free(s); }
+
+tbt_status tbt_load_library(const char *path, char **err) {
+  if (path == nullptr || path[0] == '\0') {
+    return fail(err, TBT_ERR_INVALID_ARG, "op library: empty path");
+  }
+  // RTLD_GLOBAL: the library's operator registrations and the symbols it
+  // exports must be visible to TorchScript code loaded afterwards.
+  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  if (h == nullptr) {
+    const char *e = dlerror();
+    return fail(err, TBT_ERR_NOT_FOUND,
+                std::string("loading op library ") + path + ": " +
+                    (e != nullptr ? e : "unknown dlopen error"));
+  }
+  // The handle is deliberately never closed (see tbtorch.h).
+  return TBT_OK;
+}
+
+tbt_status tbt_set_inter_op_threads(int32_t n, int32_t *in_effect, char **err) {
+  return guarded(err, "setting inter-op threads", [&]() -> tbt_status {
+    std::lock_guard<std::mutex> lock(interop_mu);
+    if (n <= 0) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "inter-op thread count must be positive, got " + std::to_string(n));
+    }
+    if (interop_set == 0) {
+      try {
+        at::set_num_interop_threads(n);
+      } catch (const c10::Error &e) {
+        interop_set = -1; // libtorch's own record is unreliable from here on
+        if (in_effect != nullptr) {
+          *in_effect = -1;
+        }
+        return fail(err, TBT_ERR_UNSUPPORTED,
+                    std::string("libtorch refused inter-op thread count ") + std::to_string(n) +
+                        ": " + e.what_without_backtrace());
+      }
+      interop_set = n;
+    }
+    if (in_effect != nullptr) {
+      *in_effect = interop_set;
+    }
+    if (interop_set != n) {
+      return fail(err, TBT_ERR_UNSUPPORTED,
+                  "inter-op thread count is process-wide and already fixed at " +
+                      (interop_set > 0 ? std::to_string(interop_set) : std::string("an unknown size")) +
+                      "; cannot change it to " + std::to_string(n));
+    }
+    return TBT_OK;
+  });
+}
+
+tbt_status tbt_module_load(const tbt_load_options *opts, tbt_module **out, char **err) {
+  if (opts == nullptr || opts->path == nullptr || out == nullptr) {
+    return fail(err, TBT_ERR_INVALID_ARG, "tbt_module_load: missing options, path or out");
+  }
+  std::string path(opts->path);
+  return guarded(err, "loading TorchScript module " + path, [&]() -> tbt_status {
+    {
+      // torch::jit::load reports a missing file as a generic error; say
+      // which file instead.
+      FILE *f = std::fopen(path.c_str(), "rb");
+      if (f == nullptr) {
+        return fail(err, TBT_ERR_NOT_FOUND,
+                    "loading TorchScript module " + path + ": " + std::strerror(errno));
+      }
+      std::fclose(f);
+    }
+    torch::jit::Module m = torch::jit::load(path, torch::kCPU);
+    m.eval();
+    if (!m.find_method("forward")) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "TorchScript module " + path + " has no forward() method");
+    }
+    auto mod = std::make_unique<tbt_module>(std::move(m), opts->intra_op_threads);
+    const c10::FunctionSchema &schema = mod->forward.function().getSchema();
+    const auto &args = schema.arguments();
+    // arguments()[0] is self.
+    for (size_t i = 1; i < args.size(); i++) {
+      mod->input_names.push_back(args[i].name());
+      if (!args[i].default_value().has_value()) {
+        mod->num_required_inputs = static_cast<int32_t>(i);
+      }
+    }
+    mod->num_outputs = declared_outputs(schema);
+    *out = mod.release();
+    return TBT_OK;
+  });
+}
+
+void tbt_module_free(tbt_module *m) {
+  try {
+    delete m;
+  } catch (...) {
+    // Destructors of libtorch objects do not throw in practice; never let
+    // one escape into Go if that changes.
+  }
+}
+
+int32_t tbt_module_num_inputs(const tbt_module *m) {
+  return static_cast<int32_t>(m->input_names.size());
+}
+
+int32_t tbt_module_num_required_inputs(const tbt_module *m) { return m->num_required_inputs; }
+
+const char *tbt_module_input_name(const tbt_module *m, int32_t i) {
+  if (i < 0 || static_cast<size_t>(i) >= m->input_names.size()) {
+    return nullptr;
+  }
+  return m->input_names[i].c_str();
+}
+
+int32_t tbt_module_num_outputs(const tbt_module *m) { return m->num_outputs; }
+
+tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inputs,
+                       tbt_result **out, const tbt_tensor_view **views, int32_t *n_views,
+                       char **err) {
+  if (m == nullptr || out == nullptr || views == nullptr || n_views == nullptr ||
+      (n_inputs > 0 && inputs == nullptr)) {
+    return fail(err, TBT_ERR_INVALID_ARG, "tbt_forward: missing module, inputs or outputs");
+  }
+  return guarded(err, "forward", [&]() -> tbt_status {
+    int32_t have = static_cast<int32_t>(m->input_names.size());
+    if (n_inputs < m->num_required_inputs || n_inputs > have) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "forward() takes " +
+                      (m->num_required_inputs == have
+                           ? std::to_string(have)
+                           : std::to_string(m->num_required_inputs) + " to " + std::to_string(have)) +
+                      " inputs, got " + std::to_string(n_inputs));
+    }
+    // OpenMP keeps the thread count per OS thread, and Go may run this call
+    // on any thread, so check it each time (cheap) and set it when it differs.
+    if (m->intra_op_threads > 0 && at::get_num_threads() != m->intra_op_threads) {
+      at::set_num_threads(m->intra_op_threads);
+    }
+    c10::InferenceMode guard;
+    // The argument tensors borrow the caller's buffers: drop them on every
+    // way out, including exceptions, so nothing refers to them afterwards.
+    struct ArgsReset {
+      std::vector<c10::IValue> &args;
+      ~ArgsReset() { args.clear(); }
+    } reset{m->args};
+    m->args.clear();
+    m->args.reserve(n_inputs);
+    for (int32_t i = 0; i < n_inputs; i++) {
+      const tbt_tensor_in &in = inputs[i];
+      c10::ScalarType st;
+      if (!to_scalar_type(in.dtype, &st)) {
+        return fail(err, TBT_ERR_UNSUPPORTED,
+                    "input " + std::to_string(i) + ": data type " + dtype_name(in.dtype) +
+                        " is not supported by libtorch 1.13");
+      }
+      if (in.ndim < 0 || (in.ndim > 0 && in.shape == nullptr)) {
+        return fail(err, TBT_ERR_INVALID_ARG, "input " + std::to_string(i) + ": bad shape");
+      }
+      int64_t numel = 1;
+      for (int32_t d = 0; d < in.ndim; d++) {
+        if (in.shape[d] < 0) {
+          return fail(err, TBT_ERR_INVALID_ARG,
+                      "input " + std::to_string(i) + ": negative dimension " +
+                          std::to_string(in.shape[d]));
+        }
+        numel *= in.shape[d];
+      }
+      int64_t want = numel * static_cast<int64_t>(c10::elementSize(st));
+      if (want != in.nbytes) {
+        return fail(err, TBT_ERR_INVALID_ARG,
+                    "input " + std::to_string(i) + ": " + std::to_string(in.nbytes) +
+                        " bytes given, shape and " + dtype_name(in.dtype) + " need " +
+                        std::to_string(want));
+      }
+      c10::IntArrayRef shape(in.shape, static_cast<size_t>(in.ndim));
+      auto options = torch::TensorOptions().dtype(st).device(torch::kCPU);
+      if (numel == 0 || in.data == nullptr) {
+        m->args.emplace_back(torch::empty(shape, options));
+      } else {
+        // Zero copy: the tensor borrows the caller's buffer.
+        m->args.emplace_back(torch::from_blob(in.data, shape, options));
+      }
+    }
+    c10::IValue ret = m->forward(m->args);
+    auto res = std::make_unique<tbt_result>();
+    tbt_status st = collect_outputs(ret, &res->tensors, err);
+    if (st != TBT_OK) {
+      return st;
+    }
+    size_t n = res->tensors.size();
+    res->shapes.resize(n);
+    res->views.resize(n);
+    for (size_t i = 0; i < n; i++) {
+      at::Tensor &t = res->tensors[i];
+      if (!t.device().is_cpu()) {
+        t = t.cpu();
+      }
+      // A copy happens only for non-contiguous outputs (views, transposes).
+      t = t.contiguous();
+      tbt_tensor_view &v = res->views[i];
+      if (!from_scalar_type(t.scalar_type(), &v.dtype)) {
+        return fail(err, TBT_ERR_UNSUPPORTED,
+                    "forward() output " + std::to_string(i) + " has data type " +
+                        std::string(c10::toString(t.scalar_type())) +
+                        ", which has no Triton equivalent");
+      }
+      res->shapes[i] = t.sizes().vec();
+      v.ndim = static_cast<int32_t>(t.dim());
+      v.shape = res->shapes[i].data();
+      v.data = t.data_ptr();
+      v.nbytes = static_cast<int64_t>(t.nbytes());
+    }
+    *views = res->views.data();
+    *n_views = static_cast<int32_t>(n);
+    *out = res.release();
+    return TBT_OK;
+  });
+}
+
+void tbt_result_free(tbt_result *r) {
+  try {
+    delete r;
+  } catch (...) {
+  }
+}
+
+const char *tbt_library_path(void) {
+  static std::once_flag once;
+  static std::string path;
+  std::call_once(once, [] {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void *>(&tbt_library_path), &info) != 0 &&
+        info.dli_fname != nullptr) {
+      path = info.dli_fname;
+    }
+  });
+  return path.empty() ? nullptr : path.c_str();
+}
+
+} // extern "C"
