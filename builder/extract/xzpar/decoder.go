@@ -1,0 +1,73 @@
+package xzpar
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ulikunitz/xz"
+)
+
+// NewDecoder returns the decoded content of the .xz file r of the given size.
+// It decodes blocks in parallel when the file allows it and otherwise (a
+// single block, filters other than LZMA2, ...) falls back to the sequential
+// reader of github.com/ulikunitz/xz. A malformed container is an error, not a
+// reason to fall back. Close the result to release its goroutines.
+func NewDecoder(ctx context.Context, r io.ReaderAt, size int64, opts Options) (io.ReadCloser, error) {
+	pr, err := NewReader(ctx, r, size, opts)
+	if err == nil {
+		return pr, nil
+	}
+	var npe *NotParallelError
+	if !errors.As(err, &npe) {
+		return nil, err
+	}
+	return newSequential(ctx, r, size, opts)
+}
+
+// sequential adapts the ulikunitz reader: progress counting and context
+// cancellation between reads.
+type sequential struct {
+	ctx context.Context
+	xr  *xz.Reader
+	cr  *countingReader
+}
+
+func newSequential(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*sequential, error) {
+	cr := &countingReader{r: io.NewSectionReader(r, 0, size), progress: opts.Progress}
+	xr, err := xz.ReaderConfig{}.NewReader(bufio.NewReaderSize(cr, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("xz: %w", err)
+	}
+	return &sequential{ctx: ctx, xr: xr, cr: cr}, nil
+}
+
+func (s *sequential) Read(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := s.xr.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("xz: decoding near compressed offset %d: %w", s.cr.n, err)
+	}
+	return n, err
+}
+
+func (s *sequential) Close() error { return nil }
+
+type countingReader struct {
+	r        io.Reader
+	n        int64
+	progress func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if n > 0 && c.progress != nil {
+		c.progress(c.n)
+	}
+	return n, err
+}
