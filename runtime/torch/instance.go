@@ -1,0 +1,492 @@
+package torch
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Logf receives warnings that do not fail a load (for example an
+	// inter-op thread count that libtorch can no longer change). Nil
+	// discards them.
+	Logf func(format string, args ...any)
+}
+
+// Backend loads TorchScript models. It is safe for concurrent use.
+type Backend struct {
+	opts Options
+	// mu serializes loads: libtorch's thread settings are process-wide and
+	// op libraries must be in place before the module that needs them.
+	mu sync.Mutex
+}
+
+// New returns the libtorch backend. In a build without cgo or the libtorch
+// tag it still works as a value, but every NewInstance fails with
+// ErrNotBuilt.
+func New(opts Options) *Backend { return &Backend{opts: opts} }
+
+var _ backend.Backend = (*Backend)(nil)
+
+func (b *Backend) logf(format string, args ...any) {
+	if b.opts.Logf != nil {
+		b.opts.Logf(format, args...)
+	}
+}
+
+// NewInstance loads op libraries, then the model file, and checks the
+// module's forward() signature against the config.
+func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("model %q version %d instance %d", spec.Name, spec.Version, idx)
+	for _, ts := range spec.Inputs {
+		if err := checkSupported(ts.DataType); err != nil {
+			return nil, backend.Errorf(backend.Unsupported, "%s: input %q: %v", where, ts.Name, err)
+		}
+	}
+	for _, ts := range spec.Outputs {
+		if err := checkSupported(ts.DataType); err != nil {
+			return nil, backend.Errorf(backend.Unsupported, "%s: output %q: %v", where, ts.Name, err)
+		}
+	}
+	intra, err := threadParam(spec.Parameters, ParamIntraOpThreads)
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+	}
+	inter, err := threadParam(spec.Parameters, ParamInterOpThreads)
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, lib := range opLibraries(spec) {
+		if err := LoadLibrary(lib); err != nil {
+			return nil, wrapErr(where, err)
+		}
+	}
+	if inter > 0 {
+		if err := SetInterOpThreads(inter); err != nil {
+			var be *backend.Error
+			if !asBackendError(err, &be) || be.Code != backend.Unsupported {
+				return nil, wrapErr(where, err)
+			}
+			// Process-wide and already fixed: the model still runs correctly.
+			b.logf("%s: %v", where, err)
+		}
+	}
+	mod, err := LoadModule(ModuleOptions{Path: modelPath(spec), IntraOpThreads: intra})
+	if err != nil {
+		return nil, wrapErr(where, err)
+	}
+	inst, err := newInstance(spec, mod, mod.InputNames(), mod.NumRequiredInputs(), mod.NumOutputs())
+	if err != nil {
+		_ = mod.Close()
+		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %v", where, modelPath(spec), err)
+	}
+	inst.close = mod.Close
+	return inst, nil
+}
+
+func asBackendError(err error, target **backend.Error) bool {
+	be, ok := err.(*backend.Error)
+	if ok {
+		*target = be
+	}
+	return ok
+}
+
+// wrapErr prefixes a backend error's message with where, keeping its code.
+func wrapErr(where string, err error) error {
+	var be *backend.Error
+	if asBackendError(err, &be) {
+		return &backend.Error{Code: be.Code, Msg: where + ": " + be.Msg}
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// forwarder runs one forward() on positional inputs; *Module is the real
+// one, tests use a pure-Go stand-in for the batching logic.
+type forwarder interface {
+	Forward(inputs []backend.Tensor) ([]backend.Tensor, error)
+}
+
+// instance is one loaded module plus what the config says about it.
+type instance struct {
+	name     string
+	fwd      forwarder
+	close    func() error
+	inputs   []backend.TensorSpec
+	outputs  []backend.TensorSpec
+	inPos    []int // config input -> forward() position
+	outPos   []int // config output -> element of forward()'s result
+	inIndex  map[string]int
+	outIndex map[string]int
+	maxBatch int
+	// Reused across Execute calls (never concurrent on one instance).
+	scratch [][]byte // per forward() position, for concatenated inputs
+	args    []backend.Tensor
+}
+
+func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, required, declaredOutputs int) (*instance, error) {
+	inPos, err := inputPositions(spec.Inputs, forwardNames, required)
+	if err != nil {
+		return nil, err
+	}
+	outPos, err := outputPositions(spec.Outputs, declaredOutputs)
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{
+		name:     spec.Name,
+		fwd:      fwd,
+		inputs:   spec.Inputs,
+		outputs:  spec.Outputs,
+		inPos:    inPos,
+		outPos:   outPos,
+		inIndex:  map[string]int{},
+		outIndex: map[string]int{},
+		maxBatch: spec.MaxBatchSize,
+		scratch:  make([][]byte, len(spec.Inputs)),
+		args:     make([]backend.Tensor, len(spec.Inputs)),
+	}
+	for i, ts := range spec.Inputs {
+		inst.inIndex[ts.Name] = i
+	}
+	for i, ts := range spec.Outputs {
+		inst.outIndex[ts.Name] = i
+	}
+	return inst, nil
+}
+
+// Close frees the module; calling it again is harmless.
+func (in *instance) Close() error {
+	if in.close == nil {
+		return nil
+	}
+	c := in.close
+	in.close = nil
+	return c()
+}
+
+// prepared is a validated request: its tensors in forward() order.
+type prepared struct {
+	req   int
+	args  []*backend.Tensor // forward() position -> tensor; length = args passed
+	batch int64             // dim 0 when batching, else 0
+	key   string            // non-batch shapes: requests with equal keys can be concatenated
+	outs  []int             // config outputs to return
+}
+
+func (in *instance) prepare(i int, req *backend.Request) (*prepared, error) {
+	p := &prepared{req: i, args: make([]*backend.Tensor, len(in.inputs)), batch: -1}
+	for k := range req.Inputs {
+		t := &req.Inputs[k]
+		ci, ok := in.inIndex[t.Name]
+		if !ok {
+			return nil, backend.Errorf(backend.InvalidArg, "unexpected inference input %q for model %q", t.Name, in.name)
+		}
+		pos := in.inPos[ci]
+		if p.args[pos] != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "input %q given twice for model %q", t.Name, in.name)
+		}
+		if err := in.checkInput(&in.inputs[ci], t); err != nil {
+			return nil, err
+		}
+		if in.maxBatch > 0 {
+			if p.batch >= 0 && t.Shape[0] != p.batch {
+				return nil, backend.Errorf(backend.InvalidArg,
+					"model %q: input %q has batch size %d but other inputs have %d", in.name, t.Name, t.Shape[0], p.batch)
+			}
+			p.batch = t.Shape[0]
+		}
+		p.args[pos] = t
+	}
+	// Arguments are positional: only a trailing run of optional inputs may
+	// be left out (forward() must then have defaults for them).
+	n := len(p.args)
+	for n > 0 && p.args[n-1] == nil {
+		n--
+	}
+	for pos := 0; pos < len(p.args); pos++ {
+		if p.args[pos] != nil {
+			continue
+		}
+		ci := in.configIndexAt(pos)
+		if !in.inputs[ci].Optional {
+			return nil, backend.Errorf(backend.InvalidArg, "expected input %q for model %q is missing", in.inputs[ci].Name, in.name)
+		}
+		if pos < n {
+			return nil, backend.Errorf(backend.InvalidArg,
+				"model %q: optional input %q may be left out only together with every later forward() argument", in.name, in.inputs[ci].Name)
+		}
+	}
+	p.args = p.args[:n]
+	if p.batch < 0 {
+		p.batch = 0
+	}
+	var key strings.Builder
+	key.WriteString(strconv.Itoa(n))
+	for _, t := range p.args {
+		key.WriteByte('|')
+		dims := t.Shape
+		if in.maxBatch > 0 {
+			dims = dims[1:]
+		}
+		for _, d := range dims {
+			key.WriteString(strconv.FormatInt(d, 10))
+			key.WriteByte(',')
+		}
+	}
+	p.key = key.String()
+	if len(req.Outputs) == 0 {
+		p.outs = make([]int, len(in.outputs))
+		for j := range p.outs {
+			p.outs[j] = j
+		}
+	} else {
+		p.outs = make([]int, 0, len(req.Outputs))
+		for _, name := range req.Outputs {
+			j, ok := in.outIndex[name]
+			if !ok {
+				return nil, backend.Errorf(backend.InvalidArg, "unexpected inference output %q for model %q", name, in.name)
+			}
+			p.outs = append(p.outs, j)
+		}
+	}
+	return p, nil
+}
+
+func (in *instance) configIndexAt(pos int) int {
+	for ci, p := range in.inPos {
+		if p == pos {
+			return ci
+		}
+	}
+	return -1
+}
+
+// checkInput validates one tensor against its config entry.
+func (in *instance) checkInput(ts *backend.TensorSpec, t *backend.Tensor) error {
+	if t.DataType != ts.DataType {
+		return backend.Errorf(backend.InvalidArg, "model %q: input %q has data type %s, expected %s", in.name, t.Name, t.DataType, ts.DataType)
+	}
+	dims := t.Shape
+	if in.maxBatch > 0 {
+		if len(dims) == 0 {
+			return backend.Errorf(backend.InvalidArg, "model %q: input %q needs a batch dimension (max_batch_size %d)", in.name, t.Name, in.maxBatch)
+		}
+		if b := dims[0]; b < 1 || b > int64(in.maxBatch) {
+			return backend.Errorf(backend.InvalidArg, "model %q: input %q has batch size %d, allowed 1..%d", in.name, t.Name, b, in.maxBatch)
+		}
+		dims = dims[1:]
+	}
+	if !shapeMatches(dims, ts.Dims) {
+		want := ts.Dims
+		if in.maxBatch > 0 {
+			want = append([]int64{-1}, ts.Dims...)
+		}
+		return backend.Errorf(backend.InvalidArg, "model %q: input %q has shape %v, expected %v", in.name, t.Name, t.Shape, want)
+	}
+	if need := t.NumElements() * int64(t.DataType.Size()); int64(len(t.Data)) != need {
+		return backend.Errorf(backend.InvalidArg, "model %q: input %q has %d bytes of data, shape %v of %s needs %d",
+			in.name, t.Name, len(t.Data), t.Shape, t.DataType, need)
+	}
+	return nil
+}
+
+func shapeMatches(got, want []int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] < 0 || (want[i] >= 0 && got[i] != want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Execute validates every request on its own (a bad request fails alone),
+// groups the rest into forwards and splits the results back.
+func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	resps := make([]*backend.Response, len(reqs))
+	var ok []*prepared
+	for i, r := range reqs {
+		p, err := in.prepare(i, r)
+		if err != nil {
+			resps[i] = &backend.Response{Err: err}
+			continue
+		}
+		ok = append(ok, p)
+	}
+	for _, g := range in.group(ok) {
+		if err := ctx.Err(); err != nil {
+			for _, p := range g {
+				resps[p.req] = &backend.Response{Err: backend.Errorf(backend.Unavailable, "model %q: %v", in.name, err)}
+			}
+			continue
+		}
+		outs, err := in.run(g)
+		for k, p := range g {
+			if err != nil {
+				resps[p.req] = &backend.Response{Err: err}
+			} else {
+				resps[p.req] = &backend.Response{Outputs: outs[k]}
+			}
+		}
+	}
+	return resps, nil
+}
+
+// group partitions requests into forwards: without batching one each; with
+// it, requests with equal non-batch shapes, in arrival order, up to
+// max_batch_size rows per forward.
+func (in *instance) group(ps []*prepared) [][]*prepared {
+	var groups [][]*prepared
+	if in.maxBatch <= 0 {
+		for _, p := range ps {
+			groups = append(groups, []*prepared{p})
+		}
+		return groups
+	}
+	open := map[string]int{} // key -> index of the group still accepting rows
+	rows := map[int]int64{}
+	for _, p := range ps {
+		gi, has := open[p.key]
+		if has && rows[gi]+p.batch <= int64(in.maxBatch) {
+			groups[gi] = append(groups[gi], p)
+			rows[gi] += p.batch
+			continue
+		}
+		groups = append(groups, []*prepared{p})
+		open[p.key] = len(groups) - 1
+		rows[len(groups)-1] = p.batch
+	}
+	return groups
+}
+
+// run executes one group and returns each request's outputs.
+func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
+	nargs := len(g[0].args)
+	args := in.args[:nargs]
+	var total int64
+	for _, p := range g {
+		total += p.batch
+	}
+	if len(g) == 1 {
+		// Zero copy: the request's own buffers go to libtorch.
+		for pos, t := range g[0].args {
+			args[pos] = *t
+		}
+	} else {
+		for pos := range args {
+			first := g[0].args[pos]
+			size := 0
+			for _, p := range g {
+				size += len(p.args[pos].Data)
+			}
+			buf := in.scratch[pos]
+			if cap(buf) < size {
+				buf = make([]byte, size)
+				in.scratch[pos] = buf
+			}
+			buf = buf[:0]
+			for _, p := range g {
+				buf = append(buf, p.args[pos].Data...)
+			}
+			shape := append([]int64{total}, first.Shape[1:]...)
+			args[pos] = backend.Tensor{Name: first.Name, DataType: first.DataType, Shape: shape, Data: buf}
+		}
+	}
+	res, err := in.fwd.Forward(args)
+	for pos := range args {
+		args[pos] = backend.Tensor{} // keep no references to request data
+	}
+	if err != nil {
+		return nil, wrapErr(fmt.Sprintf("model %q", in.name), err)
+	}
+	out := make([][]backend.Tensor, len(g))
+	for k, p := range g {
+		out[k] = make([]backend.Tensor, 0, len(p.outs))
+	}
+	for j, spec := range in.outputs {
+		needed := false
+		for _, p := range g {
+			for _, o := range p.outs {
+				needed = needed || o == j
+			}
+		}
+		if !needed {
+			continue
+		}
+		mi := in.outPos[j]
+		if mi >= len(res) {
+			return nil, backend.Errorf(backend.Internal, "model %q: output %q is element %d of forward()'s result, which has %d", in.name, spec.Name, mi, len(res))
+		}
+		t := res[mi]
+		if t.DataType != spec.DataType {
+			return nil, backend.Errorf(backend.Internal, "model %q: forward() returned %s for output %q, config declares %s", in.name, t.DataType, spec.Name, spec.DataType)
+		}
+		if in.maxBatch <= 0 {
+			t.Name = spec.Name
+			for k, p := range g {
+				if wants(p.outs, j) {
+					out[k] = append(out[k], t)
+				}
+			}
+			continue
+		}
+		if len(t.Shape) == 0 || t.Shape[0] != total {
+			return nil, backend.Errorf(backend.Internal, "model %q: output %q has shape %v, expected batch dimension %d", in.name, spec.Name, t.Shape, total)
+		}
+		rowBytes := int64(len(t.Data)) / total
+		var off int64
+		for k, p := range g {
+			n := p.batch * rowBytes
+			if wants(p.outs, j) {
+				shape := append([]int64{p.batch}, t.Shape[1:]...)
+				out[k] = append(out[k], backend.Tensor{Name: spec.Name, DataType: t.DataType, Shape: shape, Data: t.Data[off : off+n : off+n]})
+			}
+			off += n
+		}
+	}
+	// Return outputs in the order each request asked for them.
+	for k, p := range g {
+		out[k] = orderOutputs(out[k], p.outs, in.outputs)
+	}
+	return out, nil
+}
+
+func wants(outs []int, j int) bool {
+	for _, o := range outs {
+		if o == j {
+			return true
+		}
+	}
+	return false
+}
+
+// orderOutputs arranges ts (in config order) in the order of outs.
+func orderOutputs(ts []backend.Tensor, outs []int, specs []backend.TensorSpec) []backend.Tensor {
+	if len(ts) <= 1 {
+		return ts
+	}
+	ordered := make([]backend.Tensor, 0, len(outs))
+	for _, j := range outs {
+		for _, t := range ts {
+			if t.Name == specs[j].Name {
+				ordered = append(ordered, t)
+				break
+			}
+		}
+	}
+	return ordered
+}

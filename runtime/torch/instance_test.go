@@ -1,0 +1,316 @@
+package torch
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// rowModel stands in for a module in the batching tests: output 0 is the
+// input times two, output 1 the sum of each row, computed in Go. It records
+// the shapes of every forward so tests can see what was concatenated.
+type rowModel struct {
+	calls [][]int64
+}
+
+func (m *rowModel) Forward(in []backend.Tensor) ([]backend.Tensor, error) {
+	x := in[0]
+	m.calls = append(m.calls, append([]int64(nil), x.Shape...))
+	vals := f32s(x.Data)
+	rows, cols := x.Shape[0], x.Shape[1]
+	doubled := make([]float32, len(vals))
+	sums := make([]float32, rows)
+	for r := int64(0); r < rows; r++ {
+		for c := int64(0); c < cols; c++ {
+			v := vals[r*cols+c]
+			doubled[r*cols+c] = 2 * v
+			sums[r] += v
+		}
+	}
+	return []backend.Tensor{
+		{DataType: backend.FP32, Shape: []int64{rows, cols}, Data: f32bytes(doubled)},
+		{DataType: backend.FP32, Shape: []int64{rows, 1}, Data: f32bytes(sums)},
+	}, nil
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func f32s(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func rowSpec(maxBatch int) *backend.ModelSpec {
+	return &backend.ModelSpec{
+		Name:         "rows",
+		MaxBatchSize: maxBatch,
+		Inputs:       []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{-1}}},
+		Outputs: []backend.TensorSpec{
+			{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{-1}},
+			{Name: "OUTPUT__1", DataType: backend.FP32, Dims: []int64{1}},
+		},
+	}
+}
+
+func rowRequest(rows, cols int, base float32, outputs ...string) *backend.Request {
+	v := make([]float32, rows*cols)
+	for i := range v {
+		v[i] = base + float32(i)
+	}
+	return &backend.Request{
+		Inputs:  []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{int64(rows), int64(cols)}, Data: f32bytes(v)}},
+		Outputs: outputs,
+	}
+}
+
+func TestBatchingConcatenatesAndSplits(t *testing.T) {
+	m := &rowModel{}
+	inst, err := newInstance(rowSpec(8), m, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []*backend.Request{
+		rowRequest(1, 3, 0),
+		rowRequest(3, 3, 100),
+		rowRequest(2, 3, 1000, "OUTPUT__1"),
+		rowRequest(2, 4, 5), // other width: cannot join the 3-wide forward
+	}
+	resps, err := inst.Execute(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.calls) != 2 || m.calls[0][0] != 6 || m.calls[1][0] != 2 || m.calls[1][1] != 4 {
+		t.Fatalf("forward shapes %v, want [[6 3] [2 4]]", m.calls)
+	}
+	for i, r := range reqs {
+		resp := resps[i]
+		if resp.Err != nil {
+			t.Fatalf("request %d: %v", i, resp.Err)
+		}
+		in := f32s(r.Inputs[0].Data)
+		shape := r.Inputs[0].Shape
+		want := []string{"OUTPUT__0", "OUTPUT__1"}
+		if len(r.Outputs) > 0 {
+			want = r.Outputs
+		}
+		if len(resp.Outputs) != len(want) {
+			t.Fatalf("request %d: %d outputs, want %v", i, len(resp.Outputs), want)
+		}
+		for k, out := range resp.Outputs {
+			if out.Name != want[k] {
+				t.Fatalf("request %d output %d is %q, want %q", i, k, out.Name, want[k])
+			}
+			got := f32s(out.Data)
+			if out.Shape[0] != shape[0] {
+				t.Fatalf("request %d %s: batch %d, want %d", i, out.Name, out.Shape[0], shape[0])
+			}
+			switch out.Name {
+			case "OUTPUT__0":
+				for j := range in {
+					if got[j] != 2*in[j] {
+						t.Fatalf("request %d %s[%d] = %v, want %v", i, out.Name, j, got[j], 2*in[j])
+					}
+				}
+			case "OUTPUT__1":
+				for row := int64(0); row < shape[0]; row++ {
+					var s float32
+					for c := int64(0); c < shape[1]; c++ {
+						s += in[row*shape[1]+c]
+					}
+					if got[row] != s {
+						t.Fatalf("request %d row %d sum %v, want %v", i, row, got[row], s)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBatchingRespectsMaxBatchSize(t *testing.T) {
+	m := &rowModel{}
+	inst, err := newInstance(rowSpec(4), m, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []*backend.Request{rowRequest(3, 2, 0), rowRequest(2, 2, 0), rowRequest(1, 2, 0), rowRequest(5, 2, 0)}
+	resps, _ := inst.Execute(context.Background(), reqs)
+	// 3 rows, then 2+1; the 5-row request exceeds max_batch_size alone.
+	if len(m.calls) != 2 || m.calls[0][0] != 3 || m.calls[1][0] != 3 {
+		t.Fatalf("forward shapes %v", m.calls)
+	}
+	if resps[3].Err == nil || !strings.Contains(resps[3].Err.Error(), "batch size 5") {
+		t.Fatalf("oversized request: %v", resps[3].Err)
+	}
+	for i := 0; i < 3; i++ {
+		if resps[i].Err != nil {
+			t.Fatalf("request %d: %v", i, resps[i].Err)
+		}
+	}
+}
+
+func TestBadRequestFailsAlone(t *testing.T) {
+	m := &rowModel{}
+	inst, err := newInstance(rowSpec(8), m, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []*backend.Request{
+		{Inputs: []backend.Tensor{{Name: "nope", DataType: backend.FP32, Shape: []int64{1, 1}, Data: make([]byte, 4)}}},
+		{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.Int32, Shape: []int64{1, 1}, Data: make([]byte, 4)}}},
+		{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{1, 2}, Data: make([]byte, 4)}}},
+		{Inputs: nil},
+		rowRequest(1, 2, 0, "OUTPUT__9"),
+	}
+	wants := []string{`unexpected inference input "nope"`, "data type INT32, expected FP32", "8", `expected input "INPUT__0"`, `unexpected inference output "OUTPUT__9"`}
+	reqs := append(bad, rowRequest(2, 2, 1))
+	resps, err := inst.Execute(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range wants {
+		if resps[i].Err == nil || !strings.Contains(resps[i].Err.Error(), w) {
+			t.Errorf("request %d: error %v, want one mentioning %q", i, resps[i].Err, w)
+		}
+		var be *backend.Error
+		if !asBackendError(resps[i].Err, &be) || be.Code != backend.InvalidArg {
+			t.Errorf("request %d: error %#v is not an InvalidArg *backend.Error", i, resps[i].Err)
+		}
+	}
+	if last := resps[len(bad)]; last.Err != nil || len(last.Outputs) != 2 {
+		t.Fatalf("good request: %+v", last)
+	}
+	if len(m.calls) != 1 {
+		t.Fatalf("%d forwards, want 1", len(m.calls))
+	}
+}
+
+func TestUnbatchedRunsEachRequest(t *testing.T) {
+	m := &rowModel{}
+	spec := rowSpec(0)
+	spec.Inputs[0].Dims = []int64{-1, -1}
+	inst, err := newInstance(spec, m, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps, _ := inst.Execute(context.Background(), []*backend.Request{rowRequest(2, 2, 0), rowRequest(2, 2, 0)})
+	if len(m.calls) != 2 {
+		t.Fatalf("%d forwards, want 2", len(m.calls))
+	}
+	for i, r := range resps {
+		if r.Err != nil || len(r.Outputs) != 2 || r.Outputs[0].Shape[0] != 2 {
+			t.Fatalf("response %d: %+v", i, r)
+		}
+	}
+}
+
+func TestInputPositions(t *testing.T) {
+	specs := func(names ...string) []backend.TensorSpec {
+		var s []backend.TensorSpec
+		for _, n := range names {
+			s = append(s, backend.TensorSpec{Name: n, DataType: backend.FP32})
+		}
+		return s
+	}
+	cases := []struct {
+		names    []string
+		forward  []string
+		required int
+		want     []int
+		err      string
+	}{
+		{[]string{"INPUT__1", "INPUT__0"}, []string{"a", "b"}, 2, []int{1, 0}, ""},
+		{[]string{"b", "a"}, []string{"a", "b"}, 2, []int{1, 0}, ""},
+		{[]string{"y", "x"}, []string{"a", "b"}, 2, []int{0, 1}, ""},
+		{[]string{"x"}, []string{"a", "b"}, 1, []int{0}, ""},
+		{[]string{"INPUT__0", "INPUT__0"}, []string{"a", "b"}, 2, nil, "both claim position 0"},
+		{[]string{"INPUT__0", "INPUT__2"}, []string{"a", "b"}, 2, nil, "position 2"},
+		{[]string{"x", "y"}, []string{"a"}, 1, nil, "config declares 2 inputs but the model's forward() takes 1"},
+		{[]string{"x"}, []string{"a", "b"}, 2, nil, "takes 2 (a, b)"},
+	}
+	for _, c := range cases {
+		got, err := inputPositions(specs(c.names...), c.forward, c.required)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: error %v, want %q", c.names, err, c.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(c.want) {
+			t.Errorf("%v: %v, %v; want %v", c.names, got, err, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("%v: %v, want %v", c.names, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+func TestOutputPositions(t *testing.T) {
+	outs := []backend.TensorSpec{{Name: "OUTPUT__1"}, {Name: "OUTPUT__0"}}
+	if got, err := outputPositions(outs, 2); err != nil || got[0] != 1 || got[1] != 0 {
+		t.Fatalf("indexed: %v %v", got, err)
+	}
+	if _, err := outputPositions(outs, 1); err == nil || !strings.Contains(err.Error(), "declares 2 outputs but the model's forward() returns 1") {
+		t.Fatalf("count mismatch: %v", err)
+	}
+	plain := []backend.TensorSpec{{Name: "b"}, {Name: "a"}}
+	if got, err := outputPositions(plain, -1); err != nil || got[0] != 0 || got[1] != 1 {
+		t.Fatalf("config order: %v %v", got, err)
+	}
+}
+
+func TestSpecChecks(t *testing.T) {
+	b := New(Options{})
+	spec := rowSpec(0)
+	spec.Inputs[0].DataType = backend.Uint32
+	_, err := b.NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), "UINT32 is not supported") {
+		t.Fatalf("UINT32 input: %v", err)
+	}
+	spec = rowSpec(0)
+	spec.Parameters = map[string]string{ParamIntraOpThreads: "two"}
+	_, err = b.NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), "INTRA_OP_THREAD_COUNT") {
+		t.Fatalf("bad thread count: %v", err)
+	}
+}
+
+func TestOpLibrariesOrder(t *testing.T) {
+	spec := &backend.ModelSpec{
+		BackendConfig: map[string]string{ConfigOpLibraries: "/a.so: /b.so"},
+		OpLibraries:   []string{"/c.so", "/a.so"},
+	}
+	got := strings.Join(opLibraries(spec), ",")
+	if got != "/a.so,/b.so,/c.so" {
+		t.Fatalf("op libraries %q", got)
+	}
+}
+
+func TestDtypeCodesRoundTrip(t *testing.T) {
+	for _, d := range []backend.DataType{backend.Bool, backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64,
+		backend.Int8, backend.Int16, backend.Int32, backend.Int64, backend.FP16, backend.FP32, backend.FP64, backend.BF16} {
+		c := dtypeCode(d)
+		if c == 0 || dtypeFromCode(c) != d {
+			t.Errorf("%s: code %d maps back to %q", d, c, dtypeFromCode(c))
+		}
+	}
+	if dtypeCode(backend.Bytes) != 0 {
+		t.Error("BYTES has a code")
+	}
+}
