@@ -1,0 +1,215 @@
+// Package fake is a pure-Go backend.Backend for tests and benchmarks of the
+// serving core. It computes real outputs (so that tests can check every
+// client gets its own rows back) without libtorch or python.
+//
+// Behaviour is chosen per model through config.pbtxt parameters:
+//
+//	fake_mode      "linear" (default): OUTPUT = INPUT x W + b on FP32 rows,
+//	               with the fixed W and b of Linear; "identity": output i is
+//	               a copy of input i (any data type, BYTES included).
+//	fake_delay_us  sleep this long per Execute call (simulated compute).
+//	fake_fail      "load": NewInstance fails; "execute": every Execute fails.
+//
+// In linear mode a request whose first input element is -999 gets its own
+// error response, leaving the rest of its batch intact.
+package fake
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// FailValue as the first element of a linear request makes that request fail.
+const FailValue = -999
+
+// Backend is the fake backend. The zero value is not usable; call New.
+type Backend struct {
+	mu      sync.Mutex
+	batches map[string][]int // model name -> batch sizes executed, in order
+	loads   map[string]int   // model name -> instances created
+}
+
+// New returns an empty fake backend.
+func New() *Backend {
+	return &Backend{batches: map[string][]int{}, loads: map[string]int{}}
+}
+
+// Batches returns the batch sizes (rows summed over requests) that instances
+// of model executed so far, in order.
+func (b *Backend) Batches(model string) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.batches[model]...)
+}
+
+// Instances returns how many instances of model were created.
+func (b *Backend) Instances(model string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.loads[model]
+}
+
+// NewInstance implements backend.Backend.
+func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	inst := &instance{be: b, spec: spec, mode: spec.Parameters["fake_mode"]}
+	if inst.mode == "" {
+		inst.mode = "linear"
+	}
+	switch inst.mode {
+	case "linear":
+		if len(spec.Inputs) != 1 || len(spec.Outputs) != 1 || spec.Inputs[0].DataType != backend.FP32 ||
+			spec.Outputs[0].DataType != backend.FP32 || len(spec.Inputs[0].Dims) == 0 || len(spec.Outputs[0].Dims) == 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake linear model %q needs one FP32 input and one FP32 output", spec.Name)
+		}
+		inst.k = int(spec.Inputs[0].Dims[len(spec.Inputs[0].Dims)-1])
+		inst.n = int(spec.Outputs[0].Dims[len(spec.Outputs[0].Dims)-1])
+		if inst.k <= 0 || inst.n <= 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake linear model %q needs fixed last dimensions", spec.Name)
+		}
+	case "identity":
+		if len(spec.Outputs) > len(spec.Inputs) {
+			return nil, backend.Errorf(backend.InvalidArg, "fake identity model %q has more outputs than inputs", spec.Name)
+		}
+	default:
+		return nil, backend.Errorf(backend.InvalidArg, "fake model %q: unknown fake_mode %q", spec.Name, inst.mode)
+	}
+	if d := spec.Parameters["fake_delay_us"]; d != "" {
+		us, err := strconv.Atoi(d)
+		if err != nil || us < 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake model %q: bad fake_delay_us %q", spec.Name, d)
+		}
+		inst.delay = time.Duration(us) * time.Microsecond
+	}
+	switch spec.Parameters["fake_fail"] {
+	case "load":
+		return nil, backend.Errorf(backend.Internal, "fake model %q: instance %d failed to load as configured", spec.Name, idx)
+	case "execute":
+		inst.failExec = true
+	}
+	b.mu.Lock()
+	b.loads[spec.Name]++
+	b.mu.Unlock()
+	return inst, nil
+}
+
+type instance struct {
+	be       *Backend
+	spec     *backend.ModelSpec
+	mode     string
+	k, n     int
+	delay    time.Duration
+	failExec bool
+}
+
+func (in *instance) Close() error { return nil }
+
+func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	rows := 0
+	for _, r := range reqs {
+		if len(r.Inputs) > 0 && len(r.Inputs[0].Shape) > 0 && in.spec.MaxBatchSize > 0 {
+			rows += int(r.Inputs[0].Shape[0])
+		} else {
+			rows++
+		}
+	}
+	in.be.mu.Lock()
+	in.be.batches[in.spec.Name] = append(in.be.batches[in.spec.Name], rows)
+	in.be.mu.Unlock()
+	if in.delay > 0 {
+		t := time.NewTimer(in.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	if in.failExec {
+		return nil, backend.Errorf(backend.Internal, "fake model %q: execute failed as configured", in.spec.Name)
+	}
+	out := make([]*backend.Response, len(reqs))
+	for i, r := range reqs {
+		if in.mode == "linear" {
+			out[i] = in.linear(r)
+		} else {
+			out[i] = in.identity(r)
+		}
+	}
+	return out, nil
+}
+
+func (in *instance) linear(r *backend.Request) *backend.Response {
+	if len(r.Inputs) != 1 {
+		return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "fake linear: want 1 input, got %d", len(r.Inputs))}
+	}
+	x := r.Inputs[0]
+	if len(x.Data)%(4*in.k) != 0 {
+		return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "fake linear: %d bytes is not a whole number of rows of %d", len(x.Data), in.k)}
+	}
+	if len(x.Data) >= 4 && math.Float32frombits(binary.LittleEndian.Uint32(x.Data)) == FailValue {
+		return &backend.Response{Err: backend.Errorf(backend.Internal, "fake linear: request asked to fail")}
+	}
+	rows := len(x.Data) / (4 * in.k)
+	xs := make([]float32, rows*in.k)
+	for i := range xs {
+		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(x.Data[4*i:]))
+	}
+	ys := Linear(xs, in.k, in.n)
+	data := make([]byte, 4*len(ys))
+	for i, v := range ys {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	shape := append([]int64(nil), x.Shape...)
+	shape[len(shape)-1] = int64(in.n)
+	return &backend.Response{Outputs: []backend.Tensor{{Name: in.spec.Outputs[0].Name, DataType: backend.FP32, Shape: shape, Data: data}}}
+}
+
+func (in *instance) identity(r *backend.Request) *backend.Response {
+	byName := make(map[string]*backend.Tensor, len(r.Inputs))
+	for i := range r.Inputs {
+		byName[r.Inputs[i].Name] = &r.Inputs[i]
+	}
+	var outs []backend.Tensor
+	for i, o := range in.spec.Outputs {
+		src := byName[in.spec.Inputs[i].Name]
+		if src == nil {
+			continue // optional input absent: no output either
+		}
+		outs = append(outs, backend.Tensor{
+			Name: o.Name, DataType: src.DataType,
+			Shape: append([]int64(nil), src.Shape...), Data: append([]byte(nil), src.Data...),
+		})
+	}
+	return &backend.Response{Outputs: outs}
+}
+
+// Weight is W[i][j] of the linear mode; tests use it to compute expectations.
+func Weight(i, j int) float32 { return float32((i+1)*(j+2)%7-3) / 8 }
+
+// Bias is b[j] of the linear mode.
+func Bias(j int) float32 { return float32(j) / 4 }
+
+// Linear computes y = x W + b for rows of length k, giving rows of length n.
+func Linear(x []float32, k, n int) []float32 {
+	rows := len(x) / k
+	y := make([]float32, rows*n)
+	for r := 0; r < rows; r++ {
+		for j := 0; j < n; j++ {
+			s := Bias(j)
+			for i := 0; i < k; i++ {
+				s += x[r*k+i] * Weight(i, j)
+			}
+			y[r*n+j] = s
+		}
+	}
+	return y
+}

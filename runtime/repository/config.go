@@ -1,0 +1,403 @@
+package repository
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+)
+
+// ConfigFile is the name of a model's configuration file.
+const ConfigFile = "config.pbtxt"
+
+// defaultFilenames are the model files each backend looks for when
+// default_model_filename is not set; they also identify the backend of a
+// model without config.pbtxt.
+var defaultFilenames = map[string]string{
+	"pytorch": "model.pt",
+	"python":  "model.py",
+}
+
+// platformBackends maps the platform names of backends served here.
+var platformBackends = map[string]string{
+	"pytorch_libtorch": "pytorch",
+}
+
+// resolved is a validated model configuration ready to build versions from.
+type resolved struct {
+	*modelconfig.ModelConfig
+	backendName string
+	platform    string
+	backend     backend.Backend
+	sched       scheduler.Config
+	inputs      []backend.TensorSpec
+	outputs     []backend.TensorSpec
+	json        []byte
+}
+
+// prepare reads and validates the config of the model in dir and selects the
+// versions to load.
+func (m *Manager) prepare(ctx context.Context, name, dir string) (*resolved, []int64, error) {
+	available, err := versionDirs(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfgPath := filepath.Join(dir, ConfigFile)
+	cfg, err := modelconfig.LoadFile(cfgPath)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrNotExist):
+		cfg, err = m.autoComplete(ctx, name, dir, available)
+		if err != nil {
+			return nil, nil, err
+		}
+	default:
+		return nil, nil, err
+	}
+	r, err := m.resolve(name, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	versions, err := selectVersions(cfg.GetVersionPolicy(), available)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, versions, nil
+}
+
+func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions []int64) (*modelconfig.ModelConfig, error) {
+	if m.opts.StrictModelConfig {
+		return nil, fmt.Errorf("no %s in %s (required with --strict-model-config=true)", ConfigFile, dir)
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("no %s and no version directory in %s", ConfigFile, dir)
+	}
+	vdir := filepath.Join(dir, strconv.FormatInt(versions[len(versions)-1], 10))
+	for _, be := range []string{"pytorch", "python"} {
+		if _, err := os.Stat(filepath.Join(vdir, defaultFilenames[be])); err != nil {
+			continue
+		}
+		ac, ok := m.opts.Backends[be].(AutoCompleter)
+		if !ok {
+			return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, dir, be)
+		}
+		cfg := &modelconfig.ModelConfig{Name: name, Backend: be}
+		if err := ac.AutoComplete(ctx, dir, vdir, cfg); err != nil {
+			return nil, fmt.Errorf("auto-completing the configuration of %s: %w", dir, err)
+		}
+		return cfg, nil
+	}
+	return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, dir)
+}
+
+// resolve validates cfg and derives everything that does not depend on the version.
+func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved, error) {
+	if cfg.Name == "" {
+		cfg.Name = name
+	} else if cfg.Name != name {
+		return nil, fmt.Errorf("model name '%s' in the config does not match its directory '%s'", cfg.Name, name)
+	}
+	if err := checkSupported(cfg); err != nil {
+		return nil, err
+	}
+	r := &resolved{ModelConfig: cfg}
+	switch {
+	case cfg.Backend != "":
+		r.backendName = cfg.Backend
+		if cfg.Platform != "" {
+			if b, ok := platformBackends[cfg.Platform]; !ok || b != cfg.Backend {
+				return nil, fmt.Errorf("platform '%s' does not go with backend '%s'", cfg.Platform, cfg.Backend)
+			}
+		}
+	case cfg.Platform != "":
+		b, ok := platformBackends[cfg.Platform]
+		if !ok {
+			return nil, &UnsupportedError{Field: "platform", Detail: cfg.Platform}
+		}
+		r.backendName = b
+		cfg.Backend = b
+	default:
+		return nil, errors.New("neither backend nor platform is set")
+	}
+	// Triton fills in the platform of pytorch models; metadata shows it.
+	if r.backendName == "pytorch" && cfg.Platform == "" {
+		cfg.Platform = "pytorch_libtorch"
+	}
+	r.platform = cfg.Platform
+	if r.platform == "" {
+		r.platform = r.backendName
+	}
+	be, ok := m.opts.Backends[r.backendName]
+	if !ok {
+		return nil, backend.Errorf(backend.Unsupported, "backend '%s' is not available in this server", r.backendName)
+	}
+	r.backend = be
+
+	if cfg.MaxBatchSize < 0 {
+		return nil, fmt.Errorf("max_batch_size must be >= 0, got %d", cfg.MaxBatchSize)
+	}
+	var err error
+	if r.inputs, err = tensorSpecs("input", cfg.GetInput()); err != nil {
+		return nil, err
+	}
+	outs := make([]tensorDecl, len(cfg.GetOutput()))
+	for i, o := range cfg.GetOutput() {
+		outs[i] = o
+	}
+	if r.outputs, err = tensorSpecs("output", outs); err != nil {
+		return nil, err
+	}
+	if len(r.inputs) == 0 || len(r.outputs) == 0 {
+		return nil, errors.New("a model needs at least one input and one output")
+	}
+
+	r.sched = scheduler.Config{Name: cfg.Name, MaxBatchSize: int(cfg.MaxBatchSize)}
+	for _, g := range cfg.GetInstanceGroup() {
+		c := int(g.GetCount())
+		if c < 0 {
+			return nil, fmt.Errorf("instance_group count must be >= 0, got %d", c)
+		}
+		r.sched.Instances += max(c, 1)
+	}
+	r.sched.Instances = max(r.sched.Instances, 1)
+	if db := cfg.GetDynamicBatching(); db != nil {
+		d := &scheduler.Dynamic{
+			MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,
+			MaxQueueSize:  int(db.GetDefaultQueuePolicy().GetMaxQueueSize()),
+		}
+		for _, p := range db.GetPreferredBatchSize() {
+			if p < 1 || p > cfg.MaxBatchSize {
+				return nil, fmt.Errorf("dynamic_batching preferred_batch_size %d must be between 1 and max_batch_size %d", p, cfg.MaxBatchSize)
+			}
+			d.PreferredBatchSizes = append(d.PreferredBatchSizes, int(p))
+		}
+		r.sched.Dynamic = d
+	}
+	for i, w := range cfg.GetModelWarmup() {
+		if w.GetBatchSize() < 1 || (cfg.MaxBatchSize > 0 && int32(w.GetBatchSize()) > cfg.MaxBatchSize) || (cfg.MaxBatchSize == 0 && w.GetBatchSize() != 1) {
+			return nil, fmt.Errorf("model_warmup[%d] batch_size %d is outside 1..max(max_batch_size,1)", i, w.GetBatchSize())
+		}
+	}
+	r.json = modelconfig.JSON(cfg)
+	return r, nil
+}
+
+// tensorDecl is what ModelInput and ModelOutput have in common.
+type tensorDecl interface {
+	GetName() string
+	GetDataType() modelconfig.DataType
+	GetDims() []int64
+}
+
+func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, error) {
+	specs := make([]backend.TensorSpec, 0, len(decls))
+	for i, d := range decls {
+		if d.GetName() == "" {
+			return nil, fmt.Errorf("%s[%d] has no name", kind, i)
+		}
+		for _, s := range specs {
+			if s.Name == d.GetName() {
+				return nil, fmt.Errorf("%s '%s' is declared twice", kind, d.GetName())
+			}
+		}
+		dt := modelconfig.WireType(d.GetDataType())
+		if dt == "" {
+			return nil, fmt.Errorf("%s '%s' has no valid data_type", kind, d.GetName())
+		}
+		for _, dim := range d.GetDims() {
+			if dim < -1 {
+				return nil, fmt.Errorf("%s '%s' has invalid dimension %d", kind, d.GetName(), dim)
+			}
+		}
+		opt := false
+		if in, ok := any(d).(*modelconfig.ModelInput); ok {
+			opt = in.GetOptional()
+		}
+		specs = append(specs, backend.TensorSpec{Name: d.GetName(), DataType: dt, Dims: slices.Clone(d.GetDims()), Optional: opt})
+	}
+	return specs, nil
+}
+
+// spec builds the backend's view of one version.
+func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) *backend.ModelSpec {
+	params := make(map[string]string, len(r.GetParameters()))
+	for k, p := range r.GetParameters() {
+		params[k] = p.GetStringValue()
+	}
+	filename := r.GetDefaultModelFilename()
+	if filename == "" {
+		filename = defaultFilenames[r.backendName]
+	}
+	var libs []string
+	for _, l := range r.GetModelOperations().GetOpLibraryFilename() {
+		if !filepath.IsAbs(l) {
+			l = filepath.Join(vdir, l)
+		}
+		libs = append(libs, l)
+	}
+	return &backend.ModelSpec{
+		Name: r.Name, Version: v, ModelDir: dir, VersionDir: vdir, Repository: filepath.Dir(dir),
+		Filename: filename, MaxBatchSize: int(r.MaxBatchSize),
+		Inputs: r.inputs, Outputs: r.outputs, Parameters: params, BackendConfig: beCfg,
+		OpLibraries: libs, ConfigJSON: r.json,
+	}
+}
+
+// warmup materializes the model_warmup samples; input_data_file names a file
+// in the model's warmup/ directory.
+func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
+	var out []scheduler.Warmup
+	for i, w := range r.GetModelWarmup() {
+		batch := int64(w.GetBatchSize())
+		s := scheduler.Warmup{Name: w.GetName(), Count: int(w.GetCount())}
+		for _, spec := range r.inputs {
+			in, ok := w.GetInputs()[spec.Name]
+			if !ok {
+				if spec.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("model_warmup[%d] has no input '%s'", i, spec.Name)
+			}
+			dt := modelconfig.WireType(in.GetDataType())
+			if dt != spec.DataType {
+				return nil, fmt.Errorf("model_warmup[%d] input '%s' has data_type %s, the model declares %s", i, spec.Name, dt, spec.DataType)
+			}
+			shape := slices.Clone(in.GetDims())
+			elems := int64(1)
+			for _, d := range shape {
+				if d < 0 {
+					return nil, fmt.Errorf("model_warmup[%d] input '%s' has a variable dimension", i, spec.Name)
+				}
+				elems *= d
+			}
+			if r.MaxBatchSize > 0 {
+				shape = append([]int64{batch}, shape...)
+			}
+			one, err := warmupData(dir, in, dt, elems)
+			if err != nil {
+				return nil, fmt.Errorf("model_warmup[%d] input '%s': %w", i, spec.Name, err)
+			}
+			data := one
+			for b := int64(1); b < batch && r.MaxBatchSize > 0; b++ {
+				data = append(data, one...)
+			}
+			s.Request.Inputs = append(s.Request.Inputs, backend.Tensor{Name: spec.Name, DataType: dt, Shape: shape, Data: data})
+		}
+		for name := range w.GetInputs() {
+			if !slices.ContainsFunc(r.inputs, func(t backend.TensorSpec) bool { return t.Name == name }) {
+				return nil, fmt.Errorf("model_warmup[%d] names unknown input '%s'", i, name)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func warmupData(dir string, in *modelconfig.ModelWarmup_Input, dt backend.DataType, elems int64) ([]byte, error) {
+	if elems > 1<<28 {
+		return nil, fmt.Errorf("%d elements is too large for a warmup sample", elems)
+	}
+	switch src := in.GetInputDataType().(type) {
+	case *modelconfig.ModelWarmup_Input_InputDataFile:
+		p := filepath.Join(dir, "warmup", src.InputDataFile)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading warmup data: %w", err)
+		}
+		if dt != backend.Bytes && int64(len(data)) != elems*int64(dt.Size()) {
+			return nil, fmt.Errorf("%s holds %d bytes, expected %d", p, len(data), elems*int64(dt.Size()))
+		}
+		return data, nil
+	case *modelconfig.ModelWarmup_Input_RandomData:
+		if dt == backend.Bytes {
+			break // Triton falls back to zero data for strings
+		}
+		return randomData(dt, elems), nil
+	case *modelconfig.ModelWarmup_Input_ZeroData, nil:
+	}
+	if dt == backend.Bytes {
+		return make([]byte, 4*elems), nil // elements of length 0
+	}
+	return make([]byte, elems*int64(dt.Size())), nil
+}
+
+// randomData fills floating types with values in [0,1) (raw random bits
+// could be NaN) and integer types with random bits.
+func randomData(dt backend.DataType, elems int64) []byte {
+	size := dt.Size()
+	b := make([]byte, elems*int64(size))
+	for i := int64(0); i < elems; i++ {
+		p := b[i*int64(size):]
+		switch dt {
+		case backend.FP32:
+			binary.LittleEndian.PutUint32(p, math.Float32bits(rand.Float32()))
+		case backend.FP64:
+			binary.LittleEndian.PutUint64(p, math.Float64bits(rand.Float64()))
+		case backend.FP16, backend.BF16:
+			binary.LittleEndian.PutUint16(p, 0x3800) // 0.5 in FP16; a small positive number in BF16
+		case backend.Bool:
+			p[0] = byte(rand.IntN(2))
+		default:
+			for k := 0; k < size; k++ {
+				p[k] = byte(rand.IntN(256))
+			}
+		}
+	}
+	return b
+}
+
+// versionDirs lists the numeric subdirectories of dir, ascending.
+func versionDirs(dir string) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading model directory: %w", err)
+	}
+	var vs []int64
+	for _, e := range ents {
+		v, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || v < 0 || strconv.FormatInt(v, 10) != e.Name() || !isDir(filepath.Join(dir, e.Name())) {
+			continue
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs, nil
+}
+
+// selectVersions applies a version policy to the available versions.
+func selectVersions(p *modelconfig.ModelVersionPolicy, available []int64) ([]int64, error) {
+	var out []int64
+	switch c := p.GetPolicyChoice().(type) {
+	case *modelconfig.ModelVersionPolicy_All_:
+		out = slices.Clone(available)
+	case *modelconfig.ModelVersionPolicy_Specific_:
+		out = slices.Clone(c.Specific.GetVersions())
+		slices.Sort(out)
+		out = slices.Compact(out)
+	default: // latest, also the default policy
+		n := 1
+		if l, ok := c.(*modelconfig.ModelVersionPolicy_Latest_); ok {
+			n = max(int(l.Latest.GetNumVersions()), 1)
+		}
+		if len(available) > n {
+			out = slices.Clone(available[len(available)-n:])
+		} else {
+			out = slices.Clone(available)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("at least one version must be available under the version policy of the model")
+	}
+	return out, nil
+}

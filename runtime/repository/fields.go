@@ -1,0 +1,123 @@
+package repository
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+)
+
+// UnsupportedError reports a config.pbtxt field this server parses but does
+// not implement. Loading such a model fails instead of silently running it
+// differently from what its config asks for.
+type UnsupportedError struct {
+	Field  string // dotted path, e.g. "optimization.graph.level"
+	Detail string // optional, e.g. the offending enum value
+}
+
+func (e *UnsupportedError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("unsupported: %s %s", e.Field, e.Detail)
+	}
+	return "unsupported: " + e.Field
+}
+
+// supportedLeaves are the scalar, list and map fields (dotted paths, list
+// elements not indexed) that the core implements. Message fields are walked
+// into, so an empty message such as `optimization {}` is accepted and a set
+// field inside it is reported by its full path.
+var supportedLeaves = map[string]bool{
+	"name":                   true,
+	"platform":               true,
+	"backend":                true,
+	"max_batch_size":         true,
+	"default_model_filename": true,
+	"parameters":             true,
+
+	"version_policy.latest.num_versions": true,
+	"version_policy.specific.versions":   true,
+
+	"input.name":      true,
+	"input.data_type": true,
+	"input.dims":      true,
+	"input.optional":  true,
+	// The format is descriptive for the frontends (no layout conversion).
+	"input.format": true,
+
+	"output.name":      true,
+	"output.data_type": true,
+	"output.dims":      true,
+
+	"instance_group.name":  true,
+	"instance_group.kind":  true, // values checked separately
+	"instance_group.count": true,
+
+	"dynamic_batching.preferred_batch_size":                true,
+	"dynamic_batching.max_queue_delay_microseconds":        true,
+	"dynamic_batching.default_queue_policy.max_queue_size": true,
+	// Responses are delivered per request, so ordering is always preserved.
+	"dynamic_batching.preserve_ordering": true,
+
+	"model_warmup.name":       true,
+	"model_warmup.batch_size": true,
+	"model_warmup.count":      true,
+	"model_warmup.inputs":     true, // map entries checked when materializing
+
+	"model_operations.op_library_filename": true,
+}
+
+// unsupportedPresence are message fields whose mere presence changes how a
+// model is served, even when empty.
+var unsupportedPresence = map[string]bool{
+	"sequence_batching":   true,
+	"ensemble_scheduling": true,
+}
+
+// checkSupported walks every field set in cfg and reports the first one the
+// core does not implement.
+func checkSupported(cfg *modelconfig.ModelConfig) error {
+	if err := walkSet(cfg.ProtoReflect(), ""); err != nil {
+		return err
+	}
+	for _, g := range cfg.GetInstanceGroup() {
+		switch g.GetKind() {
+		case modelconfig.ModelInstanceGroup_KIND_AUTO, modelconfig.ModelInstanceGroup_KIND_CPU:
+		default:
+			return &UnsupportedError{Field: "instance_group.kind", Detail: g.GetKind().String()}
+		}
+	}
+	return nil
+}
+
+func walkSet(m protoreflect.Message, prefix string) error {
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		path := string(fd.Name())
+		if prefix != "" {
+			path = prefix + "." + path
+		}
+		if unsupportedPresence[path] {
+			err = &UnsupportedError{Field: path}
+			return false
+		}
+		if supportedLeaves[path] {
+			return true
+		}
+		switch {
+		case fd.IsMap():
+			err = &UnsupportedError{Field: path}
+		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = walkSet(l.Get(i).Message(), path)
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			err = walkSet(v.Message(), path)
+		default:
+			err = &UnsupportedError{Field: path}
+		}
+		return err == nil
+	})
+	return err
+}

@@ -1,0 +1,515 @@
+// Package repository reads Triton-layout model repositories and manages the
+// lifecycle of the models in them.
+//
+// Layout: <repo>/<model>/config.pbtxt and numeric version directories
+// <repo>/<model>/<version>/ holding the model file (model.pt for pytorch,
+// model.py for python, or default_model_filename). Several repositories may
+// be served at once; a model name must be unique across them.
+//
+// The Manager loads every model, builds each version's backend.ModelSpec and
+// scheduler, and keeps a state and reason per model and version (READY,
+// LOADING, UNLOADING, UNAVAILABLE) for the repository index. A model that
+// fails to load never stops the others. Load, Unload and Get are the verbs a
+// model-control frontend (poll / explicit mode) builds on.
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+)
+
+// State is a model version's lifecycle state as shown by the repository index.
+type State string
+
+// States, with Triton's names.
+const (
+	Ready       State = "READY"
+	Loading     State = "LOADING"
+	Unloading   State = "UNLOADING"
+	Unavailable State = "UNAVAILABLE"
+)
+
+// AutoCompleter is implemented by backends that can produce or complete a
+// model configuration from the model itself. It is used only when
+// --strict-model-config is false and a model has no config.pbtxt.
+type AutoCompleter interface {
+	// AutoComplete fills in cfg (which has name and backend set) for the
+	// model in modelDir, using version directory versionDir.
+	AutoComplete(ctx context.Context, modelDir, versionDir string, cfg *modelconfig.ModelConfig) error
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Repositories are the model repository directories.
+	Repositories []string
+	// Backends maps a backend name ("pytorch", "python") to its implementation.
+	Backends map[string]backend.Backend
+	// BackendConfig holds --backend-config settings per backend name.
+	BackendConfig map[string]map[string]string
+	// StrictModelConfig requires a config.pbtxt for every model. When false,
+	// a model without one is accepted if its backend (guessed from the model
+	// file in its highest version directory) implements AutoCompleter.
+	StrictModelConfig bool
+	// Logger receives load and unload events; nil discards them.
+	Logger *slog.Logger
+}
+
+// VersionStatus is one version's state.
+type VersionStatus struct {
+	Version int64
+	State   State
+	Reason  string
+}
+
+// IndexEntry is one row of the repository index: a model version, or a
+// model with Version "" when it failed before any version was known.
+type IndexEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   State  `json:"state,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+type versionEntry struct {
+	state  State
+	reason string
+	model  *Model // non-nil when READY
+}
+
+type modelEntry struct {
+	reason   string // model-level failure (config, versions); "" otherwise
+	versions map[int64]*versionEntry
+}
+
+// Manager owns the models of the repositories. It is safe for concurrent use.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.RWMutex
+	models map[string]*modelEntry
+
+	loadMu sync.Mutex // serializes Load/Unload so reloads do not interleave
+}
+
+// New returns a Manager; it loads nothing until LoadAll or Load.
+func New(opts Options) (*Manager, error) {
+	if len(opts.Repositories) == 0 {
+		return nil, errors.New("no model repository given")
+	}
+	for _, r := range opts.Repositories {
+		fi, err := os.Stat(r)
+		if err != nil {
+			return nil, fmt.Errorf("model repository: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("model repository %s is not a directory", r)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}}, nil
+}
+
+// Scan lists the model names in the repositories, sorted. The same name in
+// two repositories is an error.
+func (m *Manager) Scan() ([]string, error) {
+	where := map[string]string{}
+	for _, repo := range m.opts.Repositories {
+		ents, err := os.ReadDir(repo)
+		if err != nil {
+			return nil, fmt.Errorf("reading model repository: %w", err)
+		}
+		for _, e := range ents {
+			if !isDir(filepath.Join(repo, e.Name())) || e.Name()[0] == '.' {
+				continue
+			}
+			if prev, dup := where[e.Name()]; dup {
+				return nil, fmt.Errorf("model '%s' appears in two repositories: %s and %s", e.Name(), prev, repo)
+			}
+			where[e.Name()] = repo
+		}
+	}
+	names := make([]string, 0, len(where))
+	for n := range where {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p) // follows symlinks, as model repositories often use them
+	return err == nil && fi.IsDir()
+}
+
+// LoadAll loads every model of the repositories. Models that fail are kept
+// UNAVAILABLE with their reason; the returned error joins their failures
+// (nil when all loaded), so the caller can apply --exit-on-error.
+func (m *Manager) LoadAll(ctx context.Context) error {
+	names, err := m.Scan()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		if err := m.Load(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Load loads (or reloads) the model called name: it reads its config, loads
+// the versions the version policy selects, makes them servable, then unloads
+// versions no longer selected or replaced. On error the model's previously
+// loaded versions keep serving and the failure is recorded as its reason.
+func (m *Manager) Load(ctx context.Context, name string) error {
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+
+	dir, err := m.find(name)
+	if err != nil {
+		m.setModelFailure(name, err)
+		return err
+	}
+	cfg, versions, err := m.prepare(ctx, name, dir)
+	if err != nil {
+		err = fmt.Errorf("model '%s': %w", name, err)
+		m.setModelFailure(name, err)
+		m.log.Error("model load failed", "model", name, "err", err)
+		return err
+	}
+
+	fresh := &modelEntry{versions: map[int64]*versionEntry{}}
+	m.mu.Lock()
+	old := m.models[name]
+	for _, v := range versions {
+		fresh.versions[v] = &versionEntry{state: Loading}
+	}
+	// While loading, versions already loaded keep serving (a reload
+	// replaces them only once the new copy is ready).
+	if old != nil {
+		for v, ve := range old.versions {
+			if ve.model != nil {
+				fresh.versions[v] = ve
+			}
+		}
+	}
+	m.models[name] = fresh
+	m.mu.Unlock()
+
+	var errs []error
+	loaded := map[int64]*Model{}
+	for _, v := range versions {
+		mod, err := m.loadVersion(ctx, cfg, dir, v)
+		if err != nil {
+			err = fmt.Errorf("model '%s' version %d: %w", name, v, err)
+			errs = append(errs, err)
+			m.log.Error("model version load failed", "model", name, "version", v, "err", err)
+			m.mu.Lock()
+			if ve := fresh.versions[v]; ve == nil || ve.model == nil {
+				fresh.versions[v] = &versionEntry{state: Unavailable, reason: err.Error()}
+			}
+			m.mu.Unlock()
+			continue
+		}
+		loaded[v] = mod
+	}
+
+	// Swap in the new versions, then retire what they replace or what the
+	// policy no longer selects.
+	var retire []*Model
+	m.mu.Lock()
+	for v, mod := range loaded {
+		if ve := fresh.versions[v]; ve != nil && ve.model != nil {
+			retire = append(retire, ve.model)
+		}
+		fresh.versions[v] = &versionEntry{state: Ready, model: mod}
+	}
+	for v, ve := range fresh.versions {
+		if !slices.Contains(versions, v) && ve.model != nil {
+			retire = append(retire, ve.model)
+			delete(fresh.versions, v)
+		}
+	}
+	m.mu.Unlock()
+	for _, mod := range retire {
+		if err := mod.Scheduler.Close(ctx); err != nil {
+			m.log.Warn("closing replaced model version", "model", name, "version", mod.Version, "err", err)
+		}
+	}
+	for v := range loaded {
+		m.log.Info("model version ready", "model", name, "version", v)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) setModelFailure(name string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.models[name]
+	if e == nil {
+		e = &modelEntry{versions: map[int64]*versionEntry{}}
+		m.models[name] = e
+	}
+	e.reason = err.Error()
+}
+
+// Unload stops serving every version of the model, draining accepted
+// requests until ctx ends. The model stays in the index as UNAVAILABLE
+// with reason "unloaded".
+func (m *Manager) Unload(ctx context.Context, name string) error {
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+	m.mu.Lock()
+	e := m.models[name]
+	if e == nil {
+		m.mu.Unlock()
+		return backend.Errorf(backend.NotFound, "failed to unload '%s', no version is available", name)
+	}
+	var closing []*Model
+	for _, ve := range e.versions {
+		if ve.model != nil {
+			closing = append(closing, ve.model)
+			ve.state = Unloading
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, mod := range closing {
+		if err := mod.Scheduler.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	for v := range e.versions {
+		e.versions[v] = &versionEntry{state: Unavailable, reason: "unloaded"}
+	}
+	e.reason = ""
+	m.mu.Unlock()
+	m.log.Info("model unloaded", "model", name)
+	return errors.Join(errs...)
+}
+
+// Close unloads every model.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.RLock()
+	names := make([]string, 0, len(m.models))
+	for n := range m.models {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for _, n := range names {
+		if err := m.Unload(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Get returns a READY version of the model; version < 0 means the highest
+// ready version. Errors are *backend.Error: NotFound for an unknown model or
+// version, Unavailable for one that exists but is not ready.
+func (m *Manager) Get(name string, version int64) (*Model, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e := m.models[name]
+	if e == nil {
+		return nil, backend.Errorf(backend.NotFound, "Request for unknown model: '%s' is not found", name)
+	}
+	if version < 0 {
+		var best *Model
+		for _, ve := range e.versions {
+			if ve.state == Ready && (best == nil || ve.model.Version > best.Version) {
+				best = ve.model
+			}
+		}
+		if best == nil {
+			return nil, backend.Errorf(backend.Unavailable, "Request for unknown model: '%s' has no available versions", name)
+		}
+		return best, nil
+	}
+	ve := e.versions[version]
+	if ve == nil {
+		return nil, backend.Errorf(backend.NotFound, "Request for unknown model: '%s' version %d is not found", name, version)
+	}
+	if ve.state != Ready {
+		return nil, backend.Errorf(backend.Unavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
+	}
+	return ve.model, nil
+}
+
+// Versions returns the states of a model's versions, ascending, and the
+// model-level failure reason if any. ok is false for an unknown model.
+func (m *Manager) Versions(name string) (vs []VersionStatus, reason string, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e := m.models[name]
+	if e == nil {
+		return nil, "", false
+	}
+	for v, ve := range e.versions {
+		vs = append(vs, VersionStatus{Version: v, State: ve.state, Reason: ve.reason})
+	}
+	slices.SortFunc(vs, func(a, b VersionStatus) int { return int(a.Version - b.Version) })
+	return vs, e.reason, true
+}
+
+// Ready reports whether every known model has at least one version and all
+// its versions are READY (versions explicitly unloaded excepted): Triton's
+// strict readiness.
+func (m *Manager) Ready() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, e := range m.models {
+		if e.reason != "" || len(e.versions) == 0 {
+			return false
+		}
+		for _, ve := range e.versions {
+			if ve.state != Ready && ve.reason != "unloaded" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Models returns every READY model version, by name then version.
+func (m *Manager) Models() []*Model {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []*Model
+	for _, e := range m.models {
+		for _, ve := range e.versions {
+			if ve.model != nil && ve.state == Ready {
+				out = append(out, ve.model)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *Model) int {
+		if a.Name != b.Name {
+			if a.Name < b.Name {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Version - b.Version)
+	})
+	return out
+}
+
+// Index lists every model the manager knows, with each version's state, and
+// also models present in the repositories that were never loaded. With
+// readyOnly only READY versions are listed.
+func (m *Manager) Index(readyOnly bool) []IndexEntry {
+	names, _ := m.Scan()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	known := map[string]bool{}
+	var out []IndexEntry
+	for name, e := range m.models {
+		known[name] = true
+		if len(e.versions) == 0 || e.reason != "" {
+			if !readyOnly {
+				out = append(out, IndexEntry{Name: name, State: Unavailable, Reason: e.reason})
+			}
+		}
+		for v, ve := range e.versions {
+			if readyOnly && ve.state != Ready {
+				continue
+			}
+			out = append(out, IndexEntry{Name: name, Version: strconv.FormatInt(v, 10), State: ve.state, Reason: ve.reason})
+		}
+	}
+	if !readyOnly {
+		for _, n := range names {
+			if !known[n] {
+				out = append(out, IndexEntry{Name: n})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b IndexEntry) int {
+		if a.Name != b.Name {
+			if a.Name < b.Name {
+				return -1
+			}
+			return 1
+		}
+		av, _ := strconv.ParseInt(a.Version, 10, 64)
+		bv, _ := strconv.ParseInt(b.Version, 10, 64)
+		return int(av - bv)
+	})
+	return out
+}
+
+// find locates the model directory of name in the repositories.
+func (m *Manager) find(name string) (string, error) {
+	var found []string
+	for _, repo := range m.opts.Repositories {
+		p := filepath.Join(repo, name)
+		if filepath.Base(p) != name || name == "." || name == ".." {
+			return "", backend.Errorf(backend.InvalidArg, "invalid model name '%s'", name)
+		}
+		if isDir(p) {
+			found = append(found, p)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", backend.Errorf(backend.NotFound, "failed to load '%s', no model directory in the repositories", name)
+	case 1:
+		abs, err := filepath.Abs(found[0])
+		if err != nil {
+			return "", fmt.Errorf("model '%s': %w", name, err)
+		}
+		return abs, nil
+	}
+	return "", fmt.Errorf("model '%s' appears in two repositories: %s and %s", name, filepath.Dir(found[0]), filepath.Dir(found[1]))
+}
+
+// loadVersion builds the spec and scheduler of one version.
+func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v int64) (*Model, error) {
+	vdir := filepath.Join(dir, strconv.FormatInt(v, 10))
+	if !isDir(vdir) {
+		return nil, fmt.Errorf("version directory %s not found", vdir)
+	}
+	spec := cfg.spec(dir, vdir, v, m.opts.BackendConfig[cfg.backendName])
+	if spec.Filename != "" {
+		if _, err := os.Stat(filepath.Join(vdir, spec.Filename)); err != nil {
+			return nil, fmt.Errorf("model file: %w", err)
+		}
+	}
+	warm, err := cfg.warmup(dir)
+	if err != nil {
+		return nil, err
+	}
+	sc := cfg.sched
+	sc.Version = v
+	sc.Warmup = warm
+	s, err := scheduler.New(ctx, cfg.backend, spec, sc)
+	if err != nil {
+		return nil, err
+	}
+	mod := &Model{
+		Name: cfg.Name, Version: v, Backend: cfg.backendName, Platform: cfg.platform,
+		Config: cfg.ModelConfig, ConfigJSON: spec.ConfigJSON, Spec: spec, Scheduler: s,
+	}
+	mod.index()
+	return mod, nil
+}

@@ -1,0 +1,214 @@
+package repository
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+)
+
+// Model is one loaded, servable version of a model. Its fields are read-only
+// once the Manager hands it out.
+type Model struct {
+	Name     string
+	Version  int64
+	Backend  string // registered backend name ("pytorch", "python", ...)
+	Platform string // as reported in metadata ("pytorch_libtorch", "python", ...)
+	Config   *modelconfig.ModelConfig
+	// ConfigJSON is Config rendered by modelconfig.JSON.
+	ConfigJSON []byte
+	Spec       *backend.ModelSpec
+	Scheduler  *scheduler.Scheduler
+
+	inputIndex  map[string]int // name -> index in Spec.Inputs
+	outputIndex map[string]int
+	required    int // inputs that are not optional
+}
+
+// VersionString is the version as it appears on the wire ("1").
+func (m *Model) VersionString() string { return strconv.FormatInt(m.Version, 10) }
+
+// Input returns the declared input called name.
+func (m *Model) Input(name string) (*backend.TensorSpec, bool) {
+	i, ok := m.inputIndex[name]
+	if !ok {
+		return nil, false
+	}
+	return &m.Spec.Inputs[i], true
+}
+
+// Output returns the declared output called name.
+func (m *Model) Output(name string) (*backend.TensorSpec, bool) {
+	i, ok := m.outputIndex[name]
+	if !ok {
+		return nil, false
+	}
+	return &m.Spec.Outputs[i], true
+}
+
+// FullShape is a declared tensor's shape as clients see it: with a leading
+// -1 batch dimension when the model batches.
+func (m *Model) FullShape(t *backend.TensorSpec) []int64 {
+	if m.Spec.MaxBatchSize > 0 {
+		return append([]int64{-1}, t.Dims...)
+	}
+	return t.Dims
+}
+
+func (m *Model) index() {
+	m.inputIndex = make(map[string]int, len(m.Spec.Inputs))
+	for i, in := range m.Spec.Inputs {
+		m.inputIndex[in.Name] = i
+		if !in.Optional {
+			m.required++
+		}
+	}
+	m.outputIndex = make(map[string]int, len(m.Spec.Outputs))
+	for i, out := range m.Spec.Outputs {
+		m.outputIndex[out.Name] = i
+	}
+}
+
+// Validate checks a decoded request against the model's configuration:
+// input names (none unknown, none repeated, every required one present),
+// data types, shapes (the batch dimension against max_batch_size and equal
+// across inputs), data sizes (for BYTES, that the length-prefixed elements
+// fill the data exactly), and requested output names. Errors are
+// *backend.Error with code InvalidArg; messages follow Triton's wording.
+func (m *Model) Validate(req *backend.Request) error {
+	seen := 0
+	var batch int64 = -1
+	for i := range req.Inputs {
+		t := &req.Inputs[i]
+		spec, ok := m.Input(t.Name)
+		if !ok {
+			return backend.Errorf(backend.InvalidArg, "unexpected inference input '%s' for model '%s'", t.Name, m.Name)
+		}
+		for j := 0; j < i; j++ {
+			if req.Inputs[j].Name == t.Name {
+				return backend.Errorf(backend.InvalidArg, "input '%s' is given more than once for model '%s'", t.Name, m.Name)
+			}
+		}
+		if !spec.Optional {
+			seen++
+		}
+		if t.DataType != spec.DataType {
+			return backend.Errorf(backend.InvalidArg, "unexpected datatype %s for inference input '%s', expecting %s for model '%s'",
+				t.DataType, t.Name, spec.DataType, m.Name)
+		}
+		dims := t.Shape
+		if m.Spec.MaxBatchSize > 0 {
+			if len(t.Shape) == 0 {
+				return m.shapeError(t, spec)
+			}
+			if t.Shape[0] < 1 || t.Shape[0] > int64(m.Spec.MaxBatchSize) {
+				return backend.Errorf(backend.InvalidArg, "inference request batch-size must be <= %d for '%s'", m.Spec.MaxBatchSize, m.Name)
+			}
+			if batch >= 0 && t.Shape[0] != batch {
+				return backend.Errorf(backend.InvalidArg, "input '%s' has batch size %d but other inputs have %d for model '%s'", t.Name, t.Shape[0], batch, m.Name)
+			}
+			batch = t.Shape[0]
+			dims = t.Shape[1:]
+		}
+		if len(dims) != len(spec.Dims) {
+			return m.shapeError(t, spec)
+		}
+		for k, d := range dims {
+			if d < 0 || (spec.Dims[k] != -1 && d != spec.Dims[k]) {
+				return m.shapeError(t, spec)
+			}
+		}
+		if err := checkByteSize(t); err != nil {
+			return backend.Errorf(backend.InvalidArg, "input '%s' for model '%s': %s", t.Name, m.Name, err.Msg)
+		}
+	}
+	if seen != m.required {
+		var missing []string
+		for _, in := range m.Spec.Inputs {
+			if in.Optional {
+				continue
+			}
+			found := false
+			for i := range req.Inputs {
+				found = found || req.Inputs[i].Name == in.Name
+			}
+			if !found {
+				missing = append(missing, "'"+in.Name+"'")
+			}
+		}
+		return backend.Errorf(backend.InvalidArg, "expected %d inputs but got %d inputs for model '%s'. Got input(s) %s, but missing required input(s) %s",
+			m.required, seen, m.Name, inputNames(req), strings.Join(missing, ","))
+	}
+	for _, name := range req.Outputs {
+		if _, ok := m.outputIndex[name]; !ok {
+			return backend.Errorf(backend.InvalidArg, "unexpected inference output '%s' for model '%s'", name, m.Name)
+		}
+	}
+	return nil
+}
+
+func inputNames(req *backend.Request) string {
+	names := make([]string, len(req.Inputs))
+	for i := range req.Inputs {
+		names[i] = "'" + req.Inputs[i].Name + "'"
+	}
+	return "[" + strings.Join(names, ",") + "]"
+}
+
+func (m *Model) shapeError(t *backend.Tensor, spec *backend.TensorSpec) error {
+	return backend.Errorf(backend.InvalidArg, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
+		t.Name, m.Name, FormatShape(m.FullShape(spec)), FormatShape(t.Shape))
+}
+
+// FormatShape renders a shape as Triton does in messages: [-1,10].
+func FormatShape(s []int64) string {
+	b := []byte{'['}
+	for i, d := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// checkByteSize verifies that t.Data holds exactly the elements of t.Shape.
+func checkByteSize(t *backend.Tensor) *backend.Error {
+	// Count elements with a cap so that absurd shapes cannot overflow.
+	limit := int64(len(t.Data)) + 1
+	n := int64(1)
+	for _, d := range t.Shape {
+		if d != 0 && n > limit/d {
+			n = limit
+		} else {
+			n *= d
+		}
+	}
+	if t.DataType != backend.Bytes {
+		size := int64(t.DataType.Size())
+		if n >= limit || n*size != int64(len(t.Data)) {
+			return backend.Errorf(backend.InvalidArg, "expected %d bytes of data for shape %s, got %d", max(n, 0)*size, FormatShape(t.Shape), len(t.Data))
+		}
+		return nil
+	}
+	data := t.Data
+	var count int64
+	for len(data) > 0 {
+		if len(data) < 4 {
+			return backend.Errorf(backend.InvalidArg, "BYTES element %d has a truncated length prefix", count)
+		}
+		l := int64(binary.LittleEndian.Uint32(data))
+		if int64(len(data)-4) < l {
+			return backend.Errorf(backend.InvalidArg, "BYTES element %d of length %d runs past the end of the data", count, l)
+		}
+		data = data[4+l:]
+		count++
+	}
+	if count != n {
+		return backend.Errorf(backend.InvalidArg, "expected %d BYTES elements for shape %s, got %d", n, FormatShape(t.Shape), count)
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+// Package scheduler runs inference requests of one model version on its
+// loaded instances: it owns the instances, a request queue, the dynamic
+// batcher that groups queued requests into one Execute call, model warmup,
+// and the per-model statistics (Triton's shape) that the statistics endpoint
+// and the metrics exporter read.
+//
+// Each instance has one worker goroutine that pulls requests from a shared
+// queue, so a request goes to whichever instance is free first and no
+// goroutine is started per request.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Config describes how one model version is scheduled.
+type Config struct {
+	Name    string
+	Version int64
+	// MaxBatchSize is config.pbtxt's max_batch_size; 0 means the model does
+	// not batch and every request is a batch of 1.
+	MaxBatchSize int
+	// Instances is the number of instances to create (at least 1).
+	Instances int
+	// Dynamic enables the dynamic batcher; nil runs each request alone.
+	Dynamic *Dynamic
+	// Warmup samples run on every instance before the scheduler is returned.
+	Warmup []Warmup
+}
+
+// Dynamic holds the dynamic batching settings.
+type Dynamic struct {
+	// PreferredBatchSizes end batch gathering early once the batch reaches
+	// one of these sizes and nothing more is queued.
+	PreferredBatchSizes []int
+	// MaxQueueDelay is how long the oldest request of a forming batch may
+	// wait for more requests.
+	MaxQueueDelay time.Duration
+	// MaxQueueSize rejects requests with Unavailable once that many are
+	// queued; 0 means no limit.
+	MaxQueueSize int
+}
+
+// Warmup is one materialized warmup sample: a request run Count times (at
+// least once) on every instance.
+type Warmup struct {
+	Name    string
+	Count   int
+	Request backend.Request
+}
+
+// unboundedQueue is the queue capacity when max_queue_size is 0; senders
+// block (respecting their context) when it is full rather than failing.
+const unboundedQueue = 4096
+
+type job struct {
+	ctx   context.Context
+	req   *backend.Request
+	rows  int
+	start time.Time
+	resp  *backend.Response
+	err   error
+	done  chan struct{}
+}
+
+// Scheduler queues and executes the requests of one model version.
+// It is safe for concurrent use.
+type Scheduler struct {
+	cfg       Config
+	preferred []bool // indexed by batch size
+	queue     chan *job
+	stop      chan struct{}
+	workers   sync.WaitGroup
+	instances []backend.Instance
+	execCtx   context.Context
+	cancel    context.CancelFunc
+
+	pending atomic.Int64 // accepted and not yet answered
+	queued  atomic.Int64 // accepted and not yet executing
+	closed  atomic.Bool
+	once    sync.Once
+
+	jobs  sync.Pool
+	stats stats
+}
+
+// New creates cfg.Instances instances of spec with be, runs the warmup
+// samples on each, and starts serving. On error every instance created so far
+// is closed again.
+func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg Config) (*Scheduler, error) {
+	if cfg.Instances < 1 {
+		cfg.Instances = 1
+	}
+	if cfg.MaxBatchSize < 0 {
+		return nil, fmt.Errorf("max_batch_size %d is negative", cfg.MaxBatchSize)
+	}
+	s := &Scheduler{cfg: cfg, stop: make(chan struct{})}
+	s.jobs.New = func() any { return &job{done: make(chan struct{}, 1)} }
+	qcap := unboundedQueue
+	if cfg.Dynamic != nil && cfg.Dynamic.MaxQueueSize > 0 {
+		qcap = cfg.Dynamic.MaxQueueSize
+	}
+	s.queue = make(chan *job, qcap)
+	if cfg.Dynamic != nil && cfg.MaxBatchSize > 0 {
+		s.preferred = make([]bool, cfg.MaxBatchSize+1)
+		for _, p := range cfg.Dynamic.PreferredBatchSizes {
+			if p < 1 || p > cfg.MaxBatchSize {
+				return nil, fmt.Errorf("preferred batch size %d is outside 1..max_batch_size %d", p, cfg.MaxBatchSize)
+			}
+			s.preferred[p] = true
+		}
+	}
+	s.stats.init(max(cfg.MaxBatchSize, 1))
+
+	for i := 0; i < cfg.Instances; i++ {
+		inst, err := be.NewInstance(ctx, spec, i)
+		if err != nil {
+			s.closeInstances()
+			return nil, fmt.Errorf("creating instance %d of %s: %w", i, spec.Name, err)
+		}
+		s.instances = append(s.instances, inst)
+		for _, w := range cfg.Warmup {
+			if err := runWarmup(ctx, inst, &w); err != nil {
+				s.closeInstances()
+				return nil, fmt.Errorf("warmup %q on instance %d of %s: %w", w.Name, i, spec.Name, err)
+			}
+		}
+	}
+	// Executions run under a context of their own: a request's context only
+	// decides whether the request is still wanted, not whether a batch that
+	// also serves other requests may finish.
+	s.execCtx, s.cancel = context.WithCancel(context.Background())
+	for _, inst := range s.instances {
+		s.workers.Add(1)
+		go s.work(inst)
+	}
+	return s, nil
+}
+
+func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup) error {
+	n := max(w.Count, 1)
+	for i := 0; i < n; i++ {
+		resps, err := inst.Execute(ctx, []*backend.Request{&w.Request})
+		if err != nil {
+			return err
+		}
+		if len(resps) != 1 {
+			return fmt.Errorf("backend returned %d responses for 1 request", len(resps))
+		}
+		if resps[0].Err != nil {
+			return resps[0].Err
+		}
+	}
+	return nil
+}
+
+// Infer queues req and waits for its response. The returned error is a
+// *backend.Error (or the context's error) when the request was rejected or
+// failed; otherwise the response's own Err is nil.
+func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+	start := time.Now()
+	rows := 1
+	if s.cfg.MaxBatchSize > 0 {
+		if len(req.Inputs) == 0 || len(req.Inputs[0].Shape) == 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "request for batching model '%s' has no batch dimension", s.cfg.Name)
+		}
+		rows = int(req.Inputs[0].Shape[0])
+		if rows < 1 || rows > s.cfg.MaxBatchSize {
+			return nil, backend.Errorf(backend.InvalidArg, "inference request batch-size must be <= %d for '%s'", s.cfg.MaxBatchSize, s.cfg.Name)
+		}
+	}
+	s.pending.Add(1)
+	if s.closed.Load() {
+		s.pending.Add(-1)
+		return nil, backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
+	}
+	j := s.jobs.Get().(*job)
+	j.ctx, j.req, j.rows, j.start = ctx, req, rows, start
+	s.queued.Add(1)
+	if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
+		select {
+		case s.queue <- j:
+		default:
+			s.queued.Add(-1)
+			s.pending.Add(-1)
+			s.release(j)
+			s.stats.fail.add(time.Since(start))
+			return nil, backend.Errorf(backend.Unavailable, "Exceeds maximum queue size")
+		}
+	} else {
+		select {
+		case s.queue <- j:
+		case <-ctx.Done():
+			s.queued.Add(-1)
+			s.pending.Add(-1)
+			s.release(j)
+			return nil, ctx.Err()
+		}
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		// The worker still owns j and will answer into its buffered channel;
+		// the job is simply not recycled.
+		return nil, ctx.Err()
+	}
+	resp, err := j.resp, j.err
+	s.release(j)
+	return resp, err
+}
+
+func (s *Scheduler) release(j *job) {
+	*j = job{done: j.done}
+	s.jobs.Put(j)
+}
+
+// RecordFailure counts a request for this model that failed before it could
+// be queued (for example failed validation in a frontend), as Triton counts
+// such requests in its failure statistics.
+func (s *Scheduler) RecordFailure(start time.Time) { s.stats.fail.add(time.Since(start)) }
+
+// Queued is the number of accepted requests waiting for an instance.
+func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
+
+// Config returns the configuration the scheduler runs with.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
+	j.resp, j.err = resp, err
+	s.pending.Add(-1)
+	j.done <- struct{}{}
+}
+
+// work is one instance's loop: take the oldest request, gather more while
+// the dynamic batcher allows, execute, answer.
+func (s *Scheduler) work(inst backend.Instance) {
+	defer s.workers.Done()
+	maxRows := max(s.cfg.MaxBatchSize, 1)
+	batch := make([]*job, 0, maxRows)
+	reqs := make([]*backend.Request, 0, maxRows)
+	var carry *job // taken from the queue but did not fit the previous batch
+	var timer *time.Timer
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-s.queue:
+			case <-s.stop:
+				return
+			}
+		}
+		if !s.take(first) {
+			continue
+		}
+		batch = append(batch[:0], first)
+		rows := first.rows
+		if s.preferred != nil && rows < maxRows {
+			deadline := first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
+		gather:
+			for rows < maxRows {
+				var j *job
+				select {
+				case j = <-s.queue:
+				default:
+					// Queue empty: a preferred size or an expired delay ends
+					// the batch, otherwise wait for more until the deadline.
+					wait := time.Until(deadline)
+					if s.preferred[rows] || wait <= 0 {
+						break gather
+					}
+					if timer == nil {
+						timer = time.NewTimer(wait)
+					} else {
+						timer.Reset(wait)
+					}
+					select {
+					case j = <-s.queue:
+						timer.Stop()
+					case <-timer.C:
+						break gather
+					case <-s.stop:
+						timer.Stop()
+						break gather
+					}
+				}
+				if !s.take(j) {
+					continue
+				}
+				if rows+j.rows > maxRows {
+					carry = j
+					break gather
+				}
+				batch = append(batch, j)
+				rows += j.rows
+			}
+		}
+		reqs = reqs[:0]
+		for _, j := range batch {
+			reqs = append(reqs, j.req)
+		}
+		s.execute(inst, batch, reqs, rows)
+		clear(batch)
+		clear(reqs)
+	}
+}
+
+// take accounts for a job leaving the queue and reports whether it should
+// run; a job whose caller has gone away is answered and dropped here.
+func (s *Scheduler) take(j *job) bool {
+	s.queued.Add(-1)
+	if err := j.ctx.Err(); err != nil {
+		s.stats.fail.add(time.Since(j.start))
+		s.finish(j, nil, err)
+		return false
+	}
+	return true
+}
+
+func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int) {
+	t0 := time.Now()
+	for _, j := range batch {
+		s.stats.queue.add(t0.Sub(j.start))
+	}
+	t1 := time.Now()
+	resps, err := inst.Execute(s.execCtx, reqs)
+	t2 := time.Now()
+	if err == nil && len(resps) != len(reqs) {
+		err = backend.Errorf(backend.Internal, "backend returned %d responses for %d requests of model '%s'", len(resps), len(reqs), s.cfg.Name)
+	}
+	if err != nil {
+		var be *backend.Error
+		if !errors.As(err, &be) {
+			err = backend.Errorf(backend.Internal, "model '%s' failed: %v", s.cfg.Name, err)
+		}
+		for _, j := range batch {
+			s.stats.fail.add(t2.Sub(j.start))
+			s.finish(j, nil, err)
+		}
+		return
+	}
+	in, infer := t1.Sub(t0), t2.Sub(t1)
+	s.stats.executed(rows, len(batch), in, infer, t2)
+	for i, j := range batch {
+		r := resps[i]
+		if r == nil {
+			r = &backend.Response{Err: backend.Errorf(backend.Internal, "backend returned no response for request %d of model '%s'", i, s.cfg.Name)}
+		}
+		end := time.Now()
+		if r.Err != nil {
+			s.stats.fail.add(end.Sub(j.start))
+		} else {
+			s.stats.success.add(end.Sub(j.start))
+		}
+		s.finish(j, r, nil)
+	}
+	s.stats.output(rows, len(batch), time.Since(t2))
+}
+
+// Close stops accepting requests, waits until the accepted ones are answered
+// (or ctx ends), stops the workers and closes the instances.
+func (s *Scheduler) Close(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		s.closed.Store(true)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+	drain:
+		for s.pending.Load() > 0 {
+			select {
+			case <-ctx.Done():
+				err = fmt.Errorf("unloading %s: %d requests still pending: %w", s.cfg.Name, s.pending.Load(), ctx.Err())
+				break drain
+			case <-tick.C:
+			}
+		}
+		s.cancel()
+		close(s.stop)
+		s.workers.Wait()
+		// Requests still queued after a timed-out drain get an answer.
+		for {
+			select {
+			case j := <-s.queue:
+				s.queued.Add(-1)
+				s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+				continue
+			default:
+			}
+			break
+		}
+		if cerr := s.closeInstances(); cerr != nil && err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+func (s *Scheduler) closeInstances() error {
+	var errs []error
+	for i, inst := range s.instances {
+		if err := inst.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing instance %d of %s: %w", i, s.cfg.Name, err))
+		}
+	}
+	s.instances = nil
+	return errors.Join(errs...)
+}

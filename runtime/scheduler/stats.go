@@ -1,0 +1,107 @@
+package scheduler
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Duration is a count of events and their cumulative duration, Triton's
+// {count, ns} pair.
+type Duration struct {
+	Count uint64 `json:"count"`
+	Ns    uint64 `json:"ns"`
+}
+
+// BatchStats are the compute durations of executions of one batch size.
+type BatchStats struct {
+	BatchSize     int      `json:"batch_size"`
+	ComputeInput  Duration `json:"compute_input"`
+	ComputeInfer  Duration `json:"compute_infer"`
+	ComputeOutput Duration `json:"compute_output"`
+}
+
+// Stats is a snapshot of a model version's statistics. Request-level
+// durations (Success, Fail, Queue, Compute*) count requests; a batch of n
+// requests adds its compute time n times, as Triton does. Batches count
+// executions per batch size (rows summed over the batch's requests).
+type Stats struct {
+	LastInference  int64 // Unix milliseconds of the last execution, 0 if none
+	InferenceCount uint64
+	ExecutionCount uint64
+	Success        Duration
+	Fail           Duration
+	Queue          Duration
+	ComputeInput   Duration
+	ComputeInfer   Duration
+	ComputeOutput  Duration
+	Batches        []BatchStats // only sizes that ran, ascending
+}
+
+type counter struct{ count, ns atomic.Uint64 }
+
+func (c *counter) add(d time.Duration) { c.addN(1, d) }
+
+func (c *counter) addN(n uint64, d time.Duration) {
+	c.count.Add(n)
+	c.ns.Add(n * uint64(max(d, 0)))
+}
+
+func (c *counter) load() Duration { return Duration{Count: c.count.Load(), Ns: c.ns.Load()} }
+
+type batchCounters struct{ input, infer, output counter }
+
+type stats struct {
+	last                             atomic.Int64
+	inferences, executions           atomic.Uint64
+	success, fail, queue             counter
+	computeIn, computeInfer, compOut counter
+	batch                            []batchCounters // index = batch size
+}
+
+func (s *stats) init(maxRows int) { s.batch = make([]batchCounters, maxRows+1) }
+
+func (s *stats) executed(rows, reqs int, in, infer time.Duration, end time.Time) {
+	s.last.Store(end.UnixMilli())
+	s.inferences.Add(uint64(rows))
+	s.executions.Add(1)
+	s.computeIn.addN(uint64(reqs), in)
+	s.computeInfer.addN(uint64(reqs), infer)
+	if rows < len(s.batch) {
+		s.batch[rows].input.add(in)
+		s.batch[rows].infer.add(infer)
+	}
+}
+
+func (s *stats) output(rows, reqs int, out time.Duration) {
+	s.compOut.addN(uint64(reqs), out)
+	if rows < len(s.batch) {
+		s.batch[rows].output.add(out)
+	}
+}
+
+// Stats returns a snapshot of the statistics. Counters are read one by one,
+// so a snapshot taken under load may be off by the requests in flight.
+func (s *Scheduler) Stats() Stats {
+	st := &s.stats
+	out := Stats{
+		LastInference:  st.last.Load(),
+		InferenceCount: st.inferences.Load(),
+		ExecutionCount: st.executions.Load(),
+		Success:        st.success.load(),
+		Fail:           st.fail.load(),
+		Queue:          st.queue.load(),
+		ComputeInput:   st.computeIn.load(),
+		ComputeInfer:   st.computeInfer.load(),
+		ComputeOutput:  st.compOut.load(),
+	}
+	for size := range st.batch {
+		b := &st.batch[size]
+		if n := b.infer.count.Load(); n == 0 {
+			continue
+		}
+		out.Batches = append(out.Batches, BatchStats{
+			BatchSize: size, ComputeInput: b.input.load(), ComputeInfer: b.infer.load(), ComputeOutput: b.output.load(),
+		})
+	}
+	return out
+}
