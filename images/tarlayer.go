@@ -1,0 +1,483 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// layerFormat versions the bytes this file writes: bump it whenever the tar
+// or gzip encoding changes, so that cached layers of an older encoding are
+// not reused.
+const layerFormat = "tritonbuild-layer-v1"
+
+// entry is one member of a layer tar. Names are slash-separated, relative to
+// the image root, cleaned, without a trailing slash.
+type entry struct {
+	name     string
+	typ      byte // tar.TypeDir, tar.TypeReg, tar.TypeSymlink or tar.TypeLink
+	mode     int64
+	uid, gid int
+	size     int64
+	src      string // host file holding the content of a regular file
+	data     []byte // inline content of a synthesized regular file (src == "")
+	link     string // symlink target, or the member name a hard link points to
+	mtimeNS  int64  // host mtime of src, only for the cache fingerprint
+	ino, dev uint64 // host identity of src, to detect hard links
+	nlink    uint64
+}
+
+// layerSpec is the full content of one layer before it is written.
+type layerSpec struct {
+	label   string // what the layer holds: a tree name, "base-libraries", "sbom", "models"
+	entries []entry
+}
+
+// layerInfo are the measured facts of a written layer.
+type layerInfo struct {
+	Digest v1.Hash `json:"digest"`
+	DiffID v1.Hash `json:"diffID"`
+	Size   int64   `json:"size"`
+	USize  int64   `json:"uncompressedSize"`
+}
+
+// normalMode maps host permissions onto the two modes images carry, so that
+// the umask of whoever built a tree cannot change a layer digest.
+func normalMode(typ byte, perm fs.FileMode) int64 {
+	switch typ {
+	case tar.TypeDir:
+		return 0o755
+	case tar.TypeSymlink:
+		return 0o777
+	}
+	if perm&0o111 != 0 {
+		return 0o755
+	}
+	return 0o644
+}
+
+// parentDirs returns directory entries for every ancestor of name (not name
+// itself), outermost first.
+func parentDirs(name string) []entry {
+	var out []entry
+	for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
+		out = append(out, entry{name: d, typ: tar.TypeDir, mode: 0o755})
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// UnsupportedFileError reports a file that cannot be carried in a layer
+// (device nodes, sockets, FIFOs).
+type UnsupportedFileError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *UnsupportedFileError) Error() string {
+	return fmt.Sprintf("%s: unsupported file type %v in a layer", e.Path, e.Mode.Type())
+}
+
+// entryFromInfo converts a host file's lstat result into an entry named name.
+func entryFromInfo(hostPath, name string, info fs.FileInfo) (entry, error) {
+	e := entry{name: name, mtimeNS: info.ModTime().UnixNano()}
+	switch m := info.Mode(); {
+	case m.IsDir():
+		e.typ = tar.TypeDir
+	case m.IsRegular():
+		e.typ = tar.TypeReg
+		e.size = info.Size()
+		e.src = hostPath
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			e.ino, e.dev, e.nlink = st.Ino, uint64(st.Dev), uint64(st.Nlink)
+		}
+	case m&fs.ModeSymlink != 0:
+		target, err := os.Readlink(hostPath)
+		if err != nil {
+			return e, fmt.Errorf("reading link %s: %w", hostPath, err)
+		}
+		e.typ = tar.TypeSymlink
+		e.link = target
+	default:
+		return e, &UnsupportedFileError{Path: hostPath, Mode: m}
+	}
+	e.mode = normalMode(e.typ, info.Mode().Perm())
+	return e, nil
+}
+
+// walkDir lists dir's content as entries named under prefix (a cleaned image
+// path without leading slash). The prefix and its parents are included as
+// directories. The result is sorted and hard links are resolved.
+func walkDir(dir, prefix string) ([]entry, error) {
+	var entries []entry
+	entries = append(entries, parentDirs(prefix+"/x")...)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walking %s: %w", dir, err)
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", p, err)
+		}
+		e, err := entryFromInfo(p, path.Join(prefix, filepath.ToSlash(rel)), info)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return finishEntries(entries), nil
+}
+
+// finishEntries sorts entries by name (so parents precede children), drops
+// duplicate names keeping the first, and turns the second and later names of
+// a multiply linked host file into tar hard links.
+func finishEntries(entries []entry) []entry {
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	out := entries[:0]
+	type inode struct{ dev, ino uint64 }
+	first := map[inode]string{}
+	for i, e := range entries {
+		if i > 0 && e.name == out[len(out)-1].name {
+			continue
+		}
+		if e.typ == tar.TypeReg && e.src != "" && e.nlink > 1 {
+			k := inode{e.dev, e.ino}
+			if f, ok := first[k]; ok {
+				e.typ, e.link, e.size, e.src = tar.TypeLink, f, 0, ""
+			} else {
+				first[k] = e.name
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// fingerprint identifies the bytes a spec will produce without reading file
+// contents: names, types, modes, owners, sizes, link targets, host mtimes and
+// inline data, plus the epoch and compression level. Equal fingerprints give
+// equal layers as long as host files are not rewritten in place with the same
+// size and mtime.
+func (s *layerSpec) fingerprint(epoch time.Time, level int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00", layerFormat, epoch.Unix(), level)
+	for _, e := range s.entries {
+		fmt.Fprintf(h, "%s\x00%c\x00%o\x00%d\x00%d\x00%d\x00%s\x00%s\x00%d\x00", e.name, e.typ, e.mode, e.uid, e.gid, e.size, e.link, e.src, e.mtimeNS)
+		if e.data != nil {
+			d := sha256.Sum256(e.data)
+			h.Write(d[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// countingHash hashes and counts what is written through it.
+type countingHash struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *countingHash) Write(p []byte) (int, error) {
+	c.h.Write(p)
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// progressWriter reports the uncompressed content bytes written so far,
+// at most every progressStep bytes, and stops the copy when ctx is done.
+type progressWriter struct {
+	ctx        context.Context
+	w          io.Writer
+	report     func(done int64)
+	done, last int64
+}
+
+const progressStep = 8 << 20
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := p.w.Write(b)
+	p.done += int64(n)
+	if p.report != nil && p.done-p.last >= progressStep {
+		p.last = p.done
+		p.report(p.done)
+	}
+	return n, err
+}
+
+// writeLayer writes spec as a gzip-compressed tar to dst (atomically, through
+// a temporary file next to it) and returns its digests and sizes. Every
+// header field that could vary between machines is fixed: owners come from
+// the entries, times are the epoch, no user or group names, no access or
+// change times, and the gzip header carries no name and a zero time.
+func writeLayer(ctx context.Context, spec *layerSpec, epoch time.Time, level int, dst string, report func(done, total int64)) (layerInfo, error) {
+	var info layerInfo
+	var total int64
+	for _, e := range spec.entries {
+		total += e.size
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".layer-*.tmp")
+	if err != nil {
+		return info, fmt.Errorf("layer %s: %w", spec.label, err)
+	}
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	comp := &countingHash{h: sha256.New()}
+	bw := bufio.NewWriterSize(io.MultiWriter(tmp, comp), 1<<20)
+	gz, err := gzip.NewWriterLevel(bw, level)
+	if err != nil {
+		return info, fmt.Errorf("layer %s: %w", spec.label, err)
+	}
+	uncomp := &countingHash{h: sha256.New()}
+	tw := tar.NewWriter(io.MultiWriter(gz, uncomp))
+	pw := &progressWriter{ctx: ctx, w: tw}
+	if report != nil {
+		pw.report = func(done int64) { report(done, total) }
+	}
+	buf := make([]byte, 1<<20)
+	mtime := epoch.UTC().Truncate(time.Second)
+	for _, e := range spec.entries {
+		if err := ctx.Err(); err != nil {
+			return info, err
+		}
+		hdr := &tar.Header{
+			Typeflag: e.typ,
+			Name:     e.name,
+			Linkname: e.link,
+			Mode:     e.mode,
+			Uid:      e.uid,
+			Gid:      e.gid,
+			Size:     e.size,
+			ModTime:  mtime,
+		}
+		if e.typ == tar.TypeDir {
+			hdr.Name += "/"
+		}
+		if e.typ != tar.TypeReg {
+			hdr.Size = 0
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return info, fmt.Errorf("layer %s: writing header of %s: %w", spec.label, e.name, err)
+		}
+		if e.typ != tar.TypeReg {
+			continue
+		}
+		if e.src == "" {
+			if _, err := pw.Write(e.data); err != nil {
+				return info, fmt.Errorf("layer %s: writing %s: %w", spec.label, e.name, err)
+			}
+			continue
+		}
+		if err := copyFile(pw, e.src, e.size, buf); err != nil {
+			return info, fmt.Errorf("layer %s: %w", spec.label, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return info, fmt.Errorf("layer %s: %w", spec.label, err)
+	}
+	if err := gz.Close(); err != nil {
+		return info, fmt.Errorf("layer %s: %w", spec.label, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return info, fmt.Errorf("layer %s: writing %s: %w", spec.label, tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return info, fmt.Errorf("layer %s: writing %s: %w", spec.label, tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return info, fmt.Errorf("layer %s: %w", spec.label, err)
+	}
+	tmp = nil
+	if report != nil {
+		report(total, total)
+	}
+	info.Digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(comp.h.Sum(nil))}
+	info.DiffID = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(uncomp.h.Sum(nil))}
+	info.Size = comp.n
+	info.USize = uncomp.n
+	return info, nil
+}
+
+// FileChangedError reports a file whose size changed between listing a tree
+// and writing its layer.
+type FileChangedError struct {
+	Path       string
+	Want, Have int64
+}
+
+func (e *FileChangedError) Error() string {
+	return fmt.Sprintf("%s changed while writing its layer: listed %d bytes, read %d", e.Path, e.Want, e.Have)
+}
+
+// copyFile streams exactly size bytes of src into w.
+func copyFile(w io.Writer, src string, size int64, buf []byte) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := io.CopyBuffer(w, io.LimitReader(f, size), buf)
+	if err != nil {
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	if n != size {
+		return &FileChangedError{Path: src, Want: size, Have: n}
+	}
+	var one [1]byte
+	if m, _ := f.Read(one[:]); m > 0 {
+		return &FileChangedError{Path: src, Want: size, Have: size + 1}
+	}
+	return nil
+}
+
+// fileLayer is a v1.Layer backed by a compressed layer file whose digests were
+// measured while writing it, so nothing is re-read to describe the image.
+type fileLayer struct {
+	path string
+	info layerInfo
+}
+
+var _ v1.Layer = (*fileLayer)(nil)
+
+func (l *fileLayer) Digest() (v1.Hash, error)            { return l.info.Digest, nil }
+func (l *fileLayer) DiffID() (v1.Hash, error)            { return l.info.DiffID, nil }
+func (l *fileLayer) Size() (int64, error)                { return l.info.Size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
+
+func (l *fileLayer) Compressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("opening layer %s: %w", l.info.Digest, err)
+	}
+	return f, nil
+}
+
+func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("opening layer %s: %w", l.info.Digest, err)
+	}
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("layer %s: %w", l.info.Digest, err)
+	}
+	return &gzipFile{Reader: zr, f: f}, nil
+}
+
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g *gzipFile) Close() error {
+	return errors.Join(g.Reader.Close(), g.f.Close())
+}
+
+// layerStore places layer files: in a persistent cache directory, where a
+// layer whose fingerprint is known is reused, or in a scratch directory that
+// is removed with the assembly.
+type layerStore struct {
+	dir   string
+	cache bool
+}
+
+// layer returns the layer for spec, writing it unless a cached copy with the
+// same fingerprint exists. cached tells whether it was reused.
+func (s *layerStore) layer(ctx context.Context, spec *layerSpec, epoch time.Time, level int, report func(done, total int64)) (l *fileLayer, cached bool, err error) {
+	key := spec.fingerprint(epoch, level)
+	file := filepath.Join(s.dir, key+".tar.gz")
+	meta := filepath.Join(s.dir, key+".json")
+	if s.cache {
+		if info, ok := readCachedInfo(file, meta); ok {
+			return &fileLayer{path: file, info: info}, true, nil
+		}
+	}
+	info, err := writeLayer(ctx, spec, epoch, level, file, report)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.cache {
+		b, _ := json.Marshal(info)
+		if err := writeFileAtomic(meta, b, 0o644); err != nil {
+			return nil, false, fmt.Errorf("layer %s: caching: %w", spec.label, err)
+		}
+	}
+	return &fileLayer{path: file, info: info}, false, nil
+}
+
+func readCachedInfo(file, meta string) (layerInfo, bool) {
+	var info layerInfo
+	b, err := os.ReadFile(meta)
+	if err != nil || json.Unmarshal(b, &info) != nil {
+		return info, false
+	}
+	st, err := os.Stat(file)
+	if err != nil || st.Size() != info.Size || info.Digest.Hex == "" || info.DiffID.Hex == "" {
+		return info, false
+	}
+	return info, true
+}
+
+// writeFileAtomic writes data to name through a temporary file and a rename,
+// so readers never see a partial file.
+func writeFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+"-*.tmp")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), perm)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// cleanImagePath turns an absolute image path into an entry name.
+func cleanImagePath(p string) string {
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}
