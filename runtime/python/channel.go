@@ -1,0 +1,120 @@
+package python
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// maxFrame bounds one control frame. Frames carry names, shapes and offsets,
+// never tensor bytes, so anything near this size is a protocol fault.
+const maxFrame = 64 << 20
+
+// errTimeout reports that the stub did not answer within the allowed time.
+var errTimeout = errors.New("timed out")
+
+// channel carries control frames (4-byte little-endian length, then a JSON
+// object) over two pipes. Reads honour a deadline and a context without a
+// helper goroutine: the pipes are registered with Go's poller, so a read
+// deadline interrupts a blocked read. Partial frames survive an interrupted
+// read, so a frame that arrives late can still be read and discarded.
+type channel struct {
+	w *os.File // server -> stub
+	r *os.File // stub -> server
+
+	buf        []byte // unread bytes are buf[start:end]
+	start, end int
+	wbuf       []byte
+
+	mu  sync.Mutex // guards gen against a late context callback
+	gen uint64
+}
+
+func newChannel(w, r *os.File) *channel {
+	return &channel{w: w, r: r, buf: make([]byte, 64<<10)}
+}
+
+// send writes one frame with a single write call. body must not already
+// include the length prefix.
+func (c *channel) send(body []byte) error {
+	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf[:0], uint32(len(body)))
+	c.wbuf = append(c.wbuf, body...)
+	_, err := c.w.Write(c.wbuf)
+	return err
+}
+
+// recv returns the next frame. The returned slice is valid until the next
+// recv. It fails with errTimeout when deadline (if not zero) passes, with
+// ctx's error when ctx ends first, and with io.EOF when the stub closed its
+// end (it exited).
+func (c *channel) recv(ctx context.Context, deadline time.Time) ([]byte, error) {
+	if err := c.r.SetReadDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("setting read deadline: %w", err)
+	}
+	c.mu.Lock()
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.gen == gen {
+			c.r.SetReadDeadline(time.Unix(1, 0))
+		}
+	})
+	frame, err := c.readFrame()
+	stop()
+	c.mu.Lock()
+	c.gen++ // disarm a callback that may still be running
+	c.mu.Unlock()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errTimeout
+	}
+	return frame, err
+}
+
+func (c *channel) readFrame() ([]byte, error) {
+	for {
+		if avail := c.end - c.start; avail >= 4 {
+			n := int(binary.LittleEndian.Uint32(c.buf[c.start:]))
+			if n > maxFrame {
+				return nil, fmt.Errorf("stub sent a %d-byte control frame (limit %d)", n, maxFrame)
+			}
+			if avail >= 4+n {
+				frame := c.buf[c.start+4 : c.start+4+n]
+				c.start += 4 + n
+				return frame, nil
+			}
+			if need := 4 + n; need > len(c.buf) {
+				grown := make([]byte, need)
+				c.end = copy(grown, c.buf[c.start:c.end])
+				c.start, c.buf = 0, grown
+			}
+		}
+		if c.start > 0 && c.end == len(c.buf) || c.start == c.end {
+			c.end = copy(c.buf, c.buf[c.start:c.end])
+			c.start = 0
+		}
+		n, err := c.r.Read(c.buf[c.end:])
+		c.end += n
+		if err != nil {
+			if err == io.EOF && c.end-c.start > 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+func (c *channel) close() {
+	c.w.Close()
+	c.r.Close()
+}

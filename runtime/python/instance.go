@@ -1,0 +1,534 @@
+package python
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Instance is one loaded model instance: a stub process plus its shared
+// memory. Execute calls are serialized (the scheduler never overlaps them
+// on one instance; the mutex also covers restarts and Close).
+type Instance struct {
+	spec        *backend.ModelSpec
+	idx         int
+	set         settings
+	env         *execEnv
+	environ     []string
+	script      string
+	modelFile   string
+	logger      *log.Logger
+	verbose     bool
+	prefix      string
+	outputNames []string
+	outputTypes map[string]backend.DataType
+
+	mu        sync.Mutex
+	shm       *shmRegion
+	proc      *stubProc // nil while (re)starting or after a failure
+	seq       uint64
+	closed    bool
+	completed []byte // auto_complete_config's result, if the model has one
+	restarts  int
+
+	msg []byte // reused control frame buffer
+}
+
+var _ backend.Instance = (*Instance)(nil)
+
+// CompletedConfig returns the model config as auto_complete_config left it
+// (Triton's JSON form), or nil when model.py does not define it.
+func (in *Instance) CompletedConfig() []byte {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.completed
+}
+
+// Restarts reports how many times the stub was restarted after a crash,
+// hang or timeout.
+func (in *Instance) Restarts() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.restarts
+}
+
+// PID returns the running stub's process id, or 0 when none runs.
+func (in *Instance) PID() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.proc == nil || !in.proc.alive() {
+		return 0
+	}
+	return in.proc.pid
+}
+
+type initReply struct {
+	OK     bool            `json:"ok"`
+	Err    string          `json:"err"`
+	Config json.RawMessage `json:"config"`
+}
+
+// start launches a stub and initializes the model in it. Callers hold mu
+// (or own the Instance exclusively, during load).
+func (in *Instance) start(ctx context.Context) error {
+	proc, _, err := startStub(ctx, stubLaunch{
+		interpreter: in.env.Interpreter,
+		script:      in.script,
+		dir:         in.spec.VersionDir,
+		env:         in.environ,
+		shm:         in.shm,
+		stdout:      &lineLogger{logger: in.logger, prefix: in.prefix},
+		stderr:      &lineLogger{logger: in.logger, prefix: in.prefix},
+		timeout:     in.set.stubTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)
+	}
+	body, err := json.Marshal(map[string]any{
+		"op":         "init",
+		"model_file": in.modelFile,
+		"args":       initArgs(in.spec, in.idx),
+		"shm":        in.shm.size(),
+		"verbose":    in.verbose,
+	})
+	if err != nil {
+		proc.kill()
+		return fmt.Errorf("encoding init frame: %w", err)
+	}
+	if err := proc.ch.send(body); err != nil {
+		return proc.failure("initializing", 0, err)
+	}
+	var deadline time.Time
+	if in.set.initializeTimeout > 0 {
+		deadline = time.Now().Add(in.set.initializeTimeout)
+	}
+	frame, err := proc.ch.recv(ctx, deadline)
+	if err != nil {
+		return proc.failure("initializing the model", in.set.initializeTimeout, err)
+	}
+	var rep initReply
+	if err := json.Unmarshal(frame, &rep); err != nil {
+		proc.kill()
+		return fmt.Errorf("stub sent an unreadable init reply %q: %w", truncate(frame, 200), err)
+	}
+	if !rep.OK {
+		proc.kill()
+		return fmt.Errorf("%s", rep.Err)
+	}
+	if len(rep.Config) > 0 && string(rep.Config) != "null" {
+		in.completed = append([]byte(nil), rep.Config...)
+	}
+	in.proc = proc
+	return nil
+}
+
+// ensureRunning (re)starts the stub when the previous one is gone. Called
+// with mu held.
+func (in *Instance) ensureRunning(ctx context.Context) error {
+	if in.proc != nil && in.proc.alive() {
+		return nil
+	}
+	if in.proc != nil {
+		// Died while idle (killed from outside, out of memory): report it
+		// in the log, not to the next caller.
+		in.logger.Printf("%spython stub (pid %d) ended while idle (%s); restarting", in.prefix, in.proc.pid, in.proc.exitStatus(0))
+		in.proc.kill()
+		in.proc = nil
+	}
+	in.restarts++
+	if err := in.start(ctx); err != nil {
+		return backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %v", in.spec.Name, in.idx, err)
+	}
+	return nil
+}
+
+// restartSoon restarts a failed stub in the background so that the next
+// request does not pay for the interpreter start; if the next request comes
+// first, ensureRunning does the same work and this becomes a no-op.
+func (in *Instance) restartSoon() {
+	go func() {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if in.closed || in.proc != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), in.set.stubTimeout+in.set.initializeTimeout)
+		defer cancel()
+		if err := in.ensureRunning(ctx); err != nil {
+			in.logger.Printf("%s%v", in.prefix, err)
+		}
+	}()
+}
+
+// wireTensor describes one tensor in the shared region.
+type wireTensor struct {
+	Name  string  `json:"n"`
+	Type  string  `json:"t"`
+	Shape []int64 `json:"s"`
+	Off   int     `json:"o"`
+	Len   int     `json:"b"`
+}
+
+type execReply struct {
+	Seq   uint64 `json:"seq"`
+	Shm   int    `json:"shm"`
+	Err   string `json:"err"`
+	Resps []struct {
+		Err  string       `json:"err"`
+		Code *int         `json:"code"`
+		Out  []wireTensor `json:"out"`
+	} `json:"resps"`
+}
+
+// Execute runs the requests as one call of model.py's execute.
+func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil, backend.Errorf(backend.Unavailable, "python model %q instance %d is unloaded", in.spec.Name, in.idx)
+	}
+	resps := make([]*backend.Response, len(reqs))
+	// Lay the inputs out: offsets first, so the region grows at most once.
+	sent := make([]int, 0, len(reqs)) // indexes of requests that go to the stub
+	end := 0
+	for i, r := range reqs {
+		if err := checkRequest(r); err != nil {
+			resps[i] = &backend.Response{Err: err}
+			continue
+		}
+		sent = append(sent, i)
+		for j := range r.Inputs {
+			end = alignUp(end) + len(r.Inputs[j].Data)
+		}
+	}
+	if len(sent) == 0 {
+		return resps, nil
+	}
+	if err := in.ensureRunning(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.shm.ensure(alignUp(end)); err != nil {
+		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
+	}
+	in.seq++
+	msg := in.msg[:0]
+	msg = append(msg, `{"op":"exec","seq":`...)
+	msg = strconv.AppendUint(msg, in.seq, 10)
+	msg = append(msg, `,"shm":`...)
+	msg = strconv.AppendInt(msg, int64(in.shm.size()), 10)
+	msg = append(msg, `,"out":`...)
+	msg = strconv.AppendInt(msg, int64(alignUp(end)), 10)
+	msg = append(msg, `,"reqs":[`...)
+	off := 0
+	for k, i := range sent {
+		r := reqs[i]
+		if k > 0 {
+			msg = append(msg, ',')
+		}
+		msg = append(msg, `{"in":[`...)
+		for j := range r.Inputs {
+			t := &r.Inputs[j]
+			off = alignUp(off)
+			copy(in.shm.buf[off:], t.Data)
+			if j > 0 {
+				msg = append(msg, ',')
+			}
+			msg = append(msg, '[')
+			msg = appendJSONString(msg, t.Name)
+			msg = append(msg, ',', '"')
+			msg = append(msg, t.DataType...)
+			msg = append(msg, '"', ',', '[')
+			for d, n := range t.Shape {
+				if d > 0 {
+					msg = append(msg, ',')
+				}
+				msg = strconv.AppendInt(msg, n, 10)
+			}
+			msg = append(msg, ']', ',')
+			msg = strconv.AppendInt(msg, int64(off), 10)
+			msg = append(msg, ',')
+			msg = strconv.AppendInt(msg, int64(len(t.Data)), 10)
+			msg = append(msg, ']')
+			off += len(t.Data)
+		}
+		msg = append(msg, `],"out":[`...)
+		names := r.Outputs
+		if len(names) == 0 {
+			names = in.outputNames
+		}
+		for j, n := range names {
+			if j > 0 {
+				msg = append(msg, ',')
+			}
+			msg = appendJSONString(msg, n)
+		}
+		msg = append(msg, "]}"...)
+	}
+	msg = append(msg, "]}"...)
+	in.msg = msg
+
+	rep, err := in.roundTrip(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Err != "" {
+		// execute raised (or returned something unusable): the whole
+		// batch fails with the model's message.
+		e := backend.Errorf(backend.Internal, "%s", rep.Err)
+		for _, i := range sent {
+			resps[i] = &backend.Response{Err: e}
+		}
+		return resps, nil
+	}
+	if len(rep.Resps) != len(sent) {
+		return nil, backend.Errorf(backend.Internal, "python model %q: stub answered %d responses for %d requests",
+			in.spec.Name, len(rep.Resps), len(sent))
+	}
+	if err := in.shm.follow(rep.Shm); err != nil {
+		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
+	}
+	for k, i := range sent {
+		rr := rep.Resps[k]
+		if rr.Err != "" || rr.Code != nil {
+			resps[i] = &backend.Response{Err: &backend.Error{Code: tritonErrorCode(rr.Code), Msg: rr.Err}}
+			continue
+		}
+		resps[i] = in.collect(reqs[i], rr.Out)
+	}
+	return resps, nil
+}
+
+// roundTrip sends one exec frame and reads its reply, handling a dead,
+// hung or interrupted stub. Called with mu held.
+func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, error) {
+	proc := in.proc
+	if err := proc.ch.send(msg); err != nil {
+		return nil, in.stubFailed(proc, "receiving a batch", err)
+	}
+	var deadline time.Time
+	if in.set.executeTimeout > 0 {
+		deadline = time.Now().Add(in.set.executeTimeout)
+	}
+	for {
+		frame, err := proc.ch.recv(ctx, deadline)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// The caller gave up; the stub keeps working on the batch
+				// and its late reply is skipped by sequence number.
+				return nil, fmt.Errorf("python model %q instance %d: %w", in.spec.Name, in.idx, err)
+			}
+			return nil, in.stubFailed(proc, "running execute", err)
+		}
+		rep := new(execReply)
+		if err := json.Unmarshal(frame, rep); err != nil {
+			return nil, in.stubFailed(proc, "running execute", fmt.Errorf("unreadable reply %q: %w", truncate(frame, 200), err))
+		}
+		if rep.Seq < in.seq {
+			continue // reply to a batch whose caller went away
+		}
+		return rep, nil
+	}
+}
+
+// stubFailed kills what is left of the stub, schedules a restart and
+// returns the error for the batch. Called with mu held.
+func (in *Instance) stubFailed(proc *stubProc, what string, err error) error {
+	var timeout time.Duration
+	if errors.Is(err, errTimeout) {
+		timeout = in.set.executeTimeout
+	}
+	desc := proc.failure(what, timeout, err)
+	proc.kill()
+	in.proc = nil
+	in.restartSoon()
+	in.logger.Printf("%spython stub failed: %v; restarting it", in.prefix, desc)
+	return backend.Errorf(backend.Internal, "python model %q instance %d: %v; the stub is being restarted",
+		in.spec.Name, in.idx, desc)
+}
+
+// collect copies one response's outputs out of the shared region; the
+// region is reused by the next batch.
+func (in *Instance) collect(req *backend.Request, outs []wireTensor) *backend.Response {
+	resp := &backend.Response{Outputs: make([]backend.Tensor, 0, len(outs))}
+	fail := func(format string, args ...any) *backend.Response {
+		return &backend.Response{Err: backend.Errorf(backend.Internal, "python model %q: "+format, append([]any{in.spec.Name}, args...)...)}
+	}
+	for _, o := range outs {
+		dt := backend.DataType(o.Type)
+		if !dt.Valid() {
+			return fail("output %q has unknown data type %q", o.Name, o.Type)
+		}
+		if o.Off < 0 || o.Len < 0 || o.Off+o.Len > in.shm.size() {
+			return fail("output %q lies outside shared memory (%d+%d > %d)", o.Name, o.Off, o.Len, in.shm.size())
+		}
+		t := backend.Tensor{Name: o.Name, DataType: dt, Shape: o.Shape}
+		if dt != backend.Bytes && int64(o.Len) != t.NumElements()*int64(dt.Size()) {
+			return fail("output %q: %d bytes for shape %v of %s", o.Name, o.Len, o.Shape, dt)
+		}
+		if want, ok := in.outputTypes[o.Name]; ok && want != dt {
+			return fail("output %q is %s but the model config declares %s", o.Name, dt, want)
+		}
+		t.Data = make([]byte, o.Len)
+		copy(t.Data, in.shm.buf[o.Off:o.Off+o.Len])
+		resp.Outputs = append(resp.Outputs, t)
+	}
+	names := req.Outputs
+	if len(names) == 0 {
+		names = in.outputNames
+	}
+	for _, n := range names {
+		found := false
+		for i := range resp.Outputs {
+			if resp.Outputs[i].Name == n {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fail("execute returned no output %q for a request that asked for it", n)
+		}
+	}
+	return resp
+}
+
+// checkRequest rejects what numpy could not represent, so that a bad
+// request fails alone instead of taking the batch down in the stub.
+func checkRequest(r *backend.Request) error {
+	for i := range r.Inputs {
+		t := &r.Inputs[i]
+		switch {
+		case t.DataType == backend.BF16:
+			return backend.Errorf(backend.Unsupported, "input %q: BF16 tensors are not supported by the python backend (numpy has no bfloat16)", t.Name)
+		case !t.DataType.Valid():
+			return backend.Errorf(backend.InvalidArg, "input %q: unknown data type %q", t.Name, t.DataType)
+		case t.DataType == backend.Bytes:
+			if err := checkBytes(t); err != nil {
+				return err
+			}
+		default:
+			if want := t.NumElements() * int64(t.DataType.Size()); int64(len(t.Data)) != want {
+				return backend.Errorf(backend.InvalidArg, "input %q: %d bytes for shape %v of %s (want %d)",
+					t.Name, len(t.Data), t.Shape, t.DataType, want)
+			}
+		}
+		for _, d := range t.Shape {
+			if d < 0 {
+				return backend.Errorf(backend.InvalidArg, "input %q: negative dimension in shape %v", t.Name, t.Shape)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBytes verifies the length-prefixed BYTES encoding and element count.
+func checkBytes(t *backend.Tensor) error {
+	var n int64
+	data := t.Data
+	for len(data) > 0 {
+		if len(data) < 4 {
+			return backend.Errorf(backend.InvalidArg, "input %q: BYTES data ends inside an element length", t.Name)
+		}
+		l := binary.LittleEndian.Uint32(data)
+		if uint64(len(data)-4) < uint64(l) {
+			return backend.Errorf(backend.InvalidArg, "input %q: BYTES element %d claims %d bytes, %d remain", t.Name, n, l, len(data)-4)
+		}
+		data = data[4+int(l):]
+		n++
+	}
+	if n != t.NumElements() {
+		return backend.Errorf(backend.InvalidArg, "input %q: %d BYTES elements for shape %v", t.Name, n, t.Shape)
+	}
+	return nil
+}
+
+// tritonErrorCode maps pb_utils.TritonError codes to backend codes.
+func tritonErrorCode(code *int) backend.Code {
+	if code == nil {
+		return backend.Internal
+	}
+	switch *code {
+	case 2:
+		return backend.NotFound
+	case 3:
+		return backend.InvalidArg
+	case 4:
+		return backend.Unavailable
+	case 5:
+		return backend.Unsupported
+	case 6:
+		return backend.AlreadyExists
+	}
+	return backend.Internal
+}
+
+// appendJSONString appends s as a JSON string; names are almost always
+// plain ASCII, which skips the general encoder.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// Close runs model.py's finalize, stops the stub and releases the shared
+// memory. It returns finalize's error, if any.
+func (in *Instance) Close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	defer in.shm.close()
+	proc := in.proc
+	in.proc = nil
+	if proc == nil || !proc.alive() {
+		if proc != nil {
+			proc.kill()
+		}
+		return nil
+	}
+	defer proc.kill()
+	if err := proc.ch.send([]byte(`{"op":"fini"}`)); err != nil {
+		return fmt.Errorf("python model %q instance %d: finalize: %w", in.spec.Name, in.idx, err)
+	}
+	deadline := time.Now().Add(in.set.stubTimeout)
+	for {
+		frame, err := proc.ch.recv(context.Background(), deadline)
+		if err != nil {
+			return fmt.Errorf("python model %q instance %d: finalize: %w", in.spec.Name, in.idx, proc.failure("finalizing", in.set.stubTimeout, err))
+		}
+		var rep struct {
+			Seq *uint64 `json:"seq"`
+			Err string  `json:"err"`
+		}
+		if err := json.Unmarshal(frame, &rep); err != nil {
+			return fmt.Errorf("python model %q instance %d: finalize: unreadable reply %q", in.spec.Name, in.idx, truncate(frame, 200))
+		}
+		if rep.Seq != nil {
+			continue // late reply to an abandoned batch
+		}
+		// Give the stub a moment to exit by itself before kill.
+		select {
+		case <-proc.exited:
+		case <-time.After(in.set.stubTimeout):
+		}
+		if rep.Err != "" {
+			return fmt.Errorf("python model %q instance %d: %s", in.spec.Name, in.idx, rep.Err)
+		}
+		return nil
+	}
+}

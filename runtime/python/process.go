@@ -1,0 +1,173 @@
+package python
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stubProc is one running stub process and its control channel.
+type stubProc struct {
+	cmd    *exec.Cmd
+	ch     *channel
+	pid    int
+	stdout *lineLogger
+	stderr *lineLogger
+
+	exited  chan struct{} // closed once the process has been reaped
+	waitErr error         // valid after exited is closed
+}
+
+// helloMsg is the stub's first frame.
+type helloMsg struct {
+	Op         string `json:"op"`
+	PID        int    `json:"pid"`
+	Python     string `json:"python"`
+	NumPy      string `json:"numpy"`
+	Executable string `json:"executable"`
+}
+
+// stubLaunch is what starting a stub needs.
+type stubLaunch struct {
+	interpreter string
+	script      string
+	dir         string // working directory: the model's version directory
+	env         []string
+	shm         *shmRegion
+	stdout      *lineLogger
+	stderr      *lineLogger
+	timeout     time.Duration // for the handshake
+}
+
+// startStub starts the stub and waits for its hello frame.
+func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) {
+	// Two pipes: toStub carries frames to the stub (it reads fd 3),
+	// fromStub carries replies (it writes fd 4). fd 5 is the shared memory.
+	toStubR, toStubW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating control pipe: %w", err)
+	}
+	fromStubR, fromStubW, err := os.Pipe()
+	if err != nil {
+		toStubR.Close()
+		toStubW.Close()
+		return nil, nil, fmt.Errorf("creating control pipe: %w", err)
+	}
+	// -u: unbuffered stdout/stderr, so print() in model.py reaches the log
+	// when it happens rather than when a buffer fills.
+	cmd := exec.Command(l.interpreter, "-u", l.script, "3", "4", "5")
+	cmd.Dir = l.dir
+	cmd.Env = l.env
+	cmd.Stdout = l.stdout
+	cmd.Stderr = l.stderr
+	cmd.ExtraFiles = []*os.File{toStubR, fromStubW, l.shm.f}
+	// Own process group so a kill reaches helpers the model started;
+	// Pdeathsig so a stub never outlives a crashed server (the closed
+	// control pipe also ends a stub that is waiting for work).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Start()
+	toStubR.Close()
+	fromStubW.Close()
+	if err != nil {
+		toStubW.Close()
+		fromStubR.Close()
+		return nil, nil, fmt.Errorf("starting %s: %w", l.interpreter, err)
+	}
+	p := &stubProc{
+		cmd:    cmd,
+		ch:     newChannel(toStubW, fromStubR),
+		pid:    cmd.Process.Pid,
+		stdout: l.stdout,
+		stderr: l.stderr,
+		exited: make(chan struct{}),
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		p.stdout.flush()
+		p.stderr.flush()
+		close(p.exited)
+	}()
+	frame, err := p.ch.recv(ctx, time.Now().Add(l.timeout))
+	if err != nil {
+		return nil, nil, p.failure("starting", l.timeout, err)
+	}
+	var hello helloMsg
+	if err := json.Unmarshal(frame, &hello); err != nil || hello.Op != "hello" {
+		p.kill()
+		return nil, nil, fmt.Errorf("stub (pid %d) sent %q instead of its hello frame", p.pid, truncate(frame, 200))
+	}
+	return p, &hello, nil
+}
+
+// failure turns a channel error while the stub was doing what into a
+// descriptive error, killing the stub when it is still running. It waits
+// briefly for the process so the exit status can be reported.
+func (p *stubProc) failure(what string, timeout time.Duration, err error) error {
+	switch {
+	case errors.Is(err, errTimeout):
+		p.kill()
+		return fmt.Errorf("stub (pid %d) did not finish %s within %s and was killed", p.pid, what, timeout)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		p.kill()
+		return fmt.Errorf("stub (pid %d) %s: %w", p.pid, what, err)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
+		status := p.exitStatus(5 * time.Second)
+		msg := fmt.Sprintf("stub (pid %d) exited while %s (%s)", p.pid, what, status)
+		if tail := p.stderr.lastLines(); tail != "" {
+			msg += "; its last output:\n" + tail
+		}
+		return errors.New(msg)
+	}
+	p.kill()
+	return fmt.Errorf("stub (pid %d) control channel while %s: %w", p.pid, what, err)
+}
+
+// exitStatus waits up to d for the process to be reaped and describes how
+// it ended, killing it if it does not end on its own.
+func (p *stubProc) exitStatus(d time.Duration) string {
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		p.kill()
+	}
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	return p.waitErr.Error()
+}
+
+// alive reports whether the process is still running.
+func (p *stubProc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the stub's process group, waits until it is reaped and closes
+// the control channel.
+func (p *stubProc) kill() {
+	if p.alive() {
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	p.ch.close()
+}
+
+func truncate(b []byte, n int) string {
+	s := string(b)
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,381 @@
+// Package python is the "python" backend: it runs a model's model.py
+// (Triton's TritonPythonModel interface) in one stub process per model
+// instance, with the python interpreter of the model's execution
+// environment.
+//
+// The stub program and the triton_python_backend_utils module that models
+// import ship inside this package (stub/, embedded) and are written to a
+// content-addressed directory at first use. Tensor bytes travel through a
+// per-instance shared memory file (a memfd both processes map; inputs are
+// zero-copy numpy views in the stub); only small JSON control frames
+// (names, dtypes, shapes, offsets) cross a pipe, one write and one read per
+// batch.
+//
+// A model's config.pbtxt parameter EXECUTION_ENV_PATH selects the
+// environment: a directory, or a packed env (.tar.gz made from a venv or by
+// conda-pack) that is extracted once per content digest into a cache. The
+// interpreter is <env>/bin/python3; it must be Python >= 3.8 with numpy.
+//
+// Faults are contained per instance: a stub that dies or hangs during
+// execute fails that batch, is killed if needed and is restarted in the
+// background; the model stays loaded. An exception raised by model.py's
+// execute fails every request of the batch with "Type: message"; a
+// TritonError in one InferenceResponse fails that request only.
+package python
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Backend config keys (--backend-config=python,<key>=<value>). They
+// override the corresponding Options field for every model.
+const (
+	// KeyInterpreter is the python used for models without
+	// EXECUTION_ENV_PATH.
+	KeyInterpreter = "python-interpreter"
+	// KeyStubTimeout bounds, in seconds, the stub's start (interpreter up,
+	// numpy imported, handshake) and finalize.
+	KeyStubTimeout = "stub-timeout-secs"
+	// KeyInitializeTimeout bounds, in seconds, model.py's initialize (and
+	// auto_complete_config). 0 means no limit beyond the load's context.
+	KeyInitializeTimeout = "initialize-timeout-secs"
+	// KeyExecuteTimeout bounds, in seconds, one execute call; a stub past
+	// it is killed and restarted. 0 means no limit.
+	KeyExecuteTimeout = "execute-timeout-secs"
+	// KeyShmDefaultSize is the initial shared memory size per instance in
+	// bytes (it grows on demand).
+	KeyShmDefaultSize = "shm-default-byte-size"
+	// KeyEnvCacheDir is where packed envs are extracted.
+	KeyEnvCacheDir = "env-cache-dir"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultInterpreter       = "/usr/bin/python3"
+	DefaultStubTimeout       = 30 * time.Second
+	DefaultInitializeTimeout = 10 * time.Minute
+	DefaultExecuteTimeout    = 60 * time.Second
+	DefaultShmSize           = 1 << 20
+)
+
+// Options configures the backend. Zero values select the defaults.
+type Options struct {
+	// Interpreter runs models that have no EXECUTION_ENV_PATH
+	// (DefaultInterpreter when empty).
+	Interpreter string
+	// CacheDir holds the stub files (<CacheDir>/stub/<digest>/) and
+	// extracted envs (<CacheDir>/python-envs/<sha256>/). Empty means
+	// os.UserCacheDir()/tritonserver, or os.TempDir()/tritonserver when
+	// there is no user cache directory.
+	CacheDir string
+	// StubTimeout, InitializeTimeout and ExecuteTimeout: see the Key*
+	// constants. A negative InitializeTimeout or ExecuteTimeout means no
+	// limit.
+	StubTimeout       time.Duration
+	InitializeTimeout time.Duration
+	ExecuteTimeout    time.Duration
+	// ShmSize is the initial shared memory size per instance.
+	ShmSize int
+	// Logger receives the stubs' stdout and stderr, one line per record
+	// prefixed with "[model/version#instance] ", and the backend's own
+	// messages. Nil means log.Default().
+	Logger *log.Logger
+	// Verbose enables pb_utils.Logger.log_verbose output (--log-verbose).
+	Verbose bool
+}
+
+// Backend starts python stubs for model instances. It is safe for
+// concurrent use; one Backend serves every python model of a server.
+type Backend struct {
+	opts    Options
+	envs    envResolver
+	stubDir string
+
+	mu      sync.Mutex
+	scripts map[string]string // stub dir -> script path, once written
+	probes  map[probeKey]interpreterInfo
+}
+
+type probeKey struct {
+	path  string
+	mtime int64
+	size  int64
+}
+
+// New returns the python backend. It does no I/O; the stub files and any
+// env are prepared when the first instance loads.
+func New(opts Options) *Backend {
+	if opts.Logger == nil {
+		opts.Logger = log.Default()
+	}
+	if opts.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		opts.CacheDir = filepath.Join(base, "tritonserver")
+	}
+	b := &Backend{
+		opts:    opts,
+		scripts: map[string]string{},
+		probes:  map[probeKey]interpreterInfo{},
+	}
+	b.envs = envResolver{
+		cacheDir: filepath.Join(opts.CacheDir, "python-envs"),
+		digests:  &digestCache{},
+		logf:     opts.Logger.Printf,
+	}
+	return b
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// settings are the effective options for one model: Options overridden by
+// the model's backend config.
+type settings struct {
+	interpreter       string
+	stubTimeout       time.Duration
+	initializeTimeout time.Duration // 0: none
+	executeTimeout    time.Duration // 0: none
+	shmSize           int
+	envCacheDir       string
+}
+
+func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
+	s := settings{
+		interpreter:       b.opts.Interpreter,
+		stubTimeout:       b.opts.StubTimeout,
+		initializeTimeout: b.opts.InitializeTimeout,
+		executeTimeout:    b.opts.ExecuteTimeout,
+		shmSize:           b.opts.ShmSize,
+		envCacheDir:       b.envs.cacheDir,
+	}
+	if s.interpreter == "" {
+		s.interpreter = DefaultInterpreter
+	}
+	if s.stubTimeout <= 0 {
+		s.stubTimeout = DefaultStubTimeout
+	}
+	s.initializeTimeout = defaultLimit(s.initializeTimeout, DefaultInitializeTimeout)
+	s.executeTimeout = defaultLimit(s.executeTimeout, DefaultExecuteTimeout)
+	if s.shmSize <= 0 {
+		s.shmSize = DefaultShmSize
+	}
+	secs := func(key, v string) (time.Duration, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return 0, fmt.Errorf("backend config python,%s=%q: want a number of seconds >= 0", key, v)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	for k, v := range spec.BackendConfig {
+		var err error
+		switch k {
+		case KeyInterpreter:
+			s.interpreter = v
+		case KeyStubTimeout:
+			s.stubTimeout, err = secs(k, v)
+			if err == nil && s.stubTimeout == 0 {
+				err = fmt.Errorf("backend config python,%s=%q: must be > 0", k, v)
+			}
+		case KeyInitializeTimeout:
+			s.initializeTimeout, err = secs(k, v)
+		case KeyExecuteTimeout:
+			s.executeTimeout, err = secs(k, v)
+		case KeyShmDefaultSize:
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n <= 0 {
+				err = fmt.Errorf("backend config python,%s=%q: want a byte count > 0", k, v)
+			}
+			s.shmSize = n
+		case KeyEnvCacheDir:
+			s.envCacheDir = v
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// defaultLimit maps the Options convention (0 default, negative none) to
+// the settings convention (0 none).
+func defaultLimit(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// NewInstance starts the stub for instance idx of the model and runs
+// auto_complete_config (if defined) and initialize. The returned Instance
+// is an *Instance.
+func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
+	inst, err := b.newInstance(ctx, spec, idx)
+	if err != nil {
+		return nil, fmt.Errorf("loading python model %q version %d instance %d: %w", spec.Name, spec.Version, idx, err)
+	}
+	return inst, nil
+}
+
+func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (*Instance, error) {
+	set, err := b.settings(spec)
+	if err != nil {
+		return nil, err
+	}
+	resolver := b.envs
+	resolver.cacheDir = set.envCacheDir
+	env, hasEnv, err := resolver.resolve(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if !hasEnv {
+		env = &execEnv{Interpreter: set.interpreter, Source: set.interpreter}
+	}
+	environ := env.environ()
+	if _, err := b.probe(ctx, spec.Name, env.Interpreter, environ, set.stubTimeout); err != nil {
+		return nil, err
+	}
+	script, err := b.script()
+	if err != nil {
+		return nil, err
+	}
+	modelFile := spec.Filename
+	if modelFile == "" {
+		modelFile = "model.py"
+	}
+	if !filepath.IsAbs(modelFile) {
+		modelFile = filepath.Join(spec.VersionDir, modelFile)
+	}
+	if _, err := os.Stat(modelFile); err != nil {
+		return nil, fmt.Errorf("model file: %w", err)
+	}
+	inst := &Instance{
+		spec:      spec,
+		idx:       idx,
+		set:       set,
+		env:       env,
+		environ:   environ,
+		script:    script,
+		modelFile: modelFile,
+		logger:    b.opts.Logger,
+		verbose:   b.opts.Verbose,
+		prefix:    fmt.Sprintf("[%s/%d#%d] ", spec.Name, spec.Version, idx),
+	}
+	inst.outputNames = make([]string, len(spec.Outputs))
+	inst.outputTypes = make(map[string]backend.DataType, len(spec.Outputs))
+	for i, o := range spec.Outputs {
+		inst.outputNames[i] = o.Name
+		inst.outputTypes[o.Name] = o.DataType
+	}
+	inst.shm, err = newShmRegion(fmt.Sprintf("tritonbuild-python-%s-%d", spec.Name, idx), set.shmSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := inst.start(ctx); err != nil {
+		inst.shm.close()
+		return nil, err
+	}
+	return inst, nil
+}
+
+// probe checks the interpreter once per file version.
+func (b *Backend) probe(ctx context.Context, model, path string, environ []string, timeout time.Duration) (interpreterInfo, error) {
+	var key probeKey
+	if st, err := os.Stat(path); err == nil {
+		key = probeKey{path: path, mtime: st.ModTime().UnixNano(), size: st.Size()}
+		b.mu.Lock()
+		info, ok := b.probes[key]
+		b.mu.Unlock()
+		if ok {
+			return info, nil
+		}
+	}
+	info, err := probeInterpreter(ctx, model, path, environ, timeout)
+	if err != nil {
+		return info, err
+	}
+	b.mu.Lock()
+	b.probes[key] = info
+	b.mu.Unlock()
+	return info, nil
+}
+
+// script writes the embedded stub files on first use.
+func (b *Backend) script() (string, error) {
+	root := filepath.Join(b.opts.CacheDir, "stub")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.scripts[root]; ok {
+		if _, err := os.Stat(s); err == nil {
+			return s, nil
+		}
+	}
+	s, err := writeStubFiles(root)
+	if err != nil {
+		return "", err
+	}
+	b.scripts[root] = s
+	return s, nil
+}
+
+// initArgs are initialize(args) as Triton passes them: all strings.
+func initArgs(spec *backend.ModelSpec, idx int) map[string]string {
+	return map[string]string{
+		"model_config":             string(configJSON(spec)),
+		"model_instance_kind":      "CPU",
+		"model_instance_name":      fmt.Sprintf("%s_%d", spec.Name, idx),
+		"model_instance_device_id": "0",
+		"model_repository":         spec.ModelDir,
+		"model_version":            strconv.FormatInt(spec.Version, 10),
+		"model_name":               spec.Name,
+	}
+}
+
+// configJSON returns the config for initialize; a spec without ConfigJSON
+// (tests, tools) gets a minimal one built from the spec.
+func configJSON(spec *backend.ModelSpec) []byte {
+	if len(spec.ConfigJSON) > 0 {
+		return spec.ConfigJSON
+	}
+	type io struct {
+		Name     string  `json:"name"`
+		DataType string  `json:"data_type"`
+		Dims     []int64 `json:"dims"`
+	}
+	cfg := struct {
+		Name         string `json:"name"`
+		Backend      string `json:"backend"`
+		MaxBatchSize int    `json:"max_batch_size"`
+		Input        []io   `json:"input"`
+		Output       []io   `json:"output"`
+	}{Name: spec.Name, Backend: "python", MaxBatchSize: spec.MaxBatchSize}
+	for _, t := range spec.Inputs {
+		cfg.Input = append(cfg.Input, io{t.Name, "TYPE_" + typeName(t.DataType), t.Dims})
+	}
+	for _, t := range spec.Outputs {
+		cfg.Output = append(cfg.Output, io{t.Name, "TYPE_" + typeName(t.DataType), t.Dims})
+	}
+	data, _ := json.Marshal(cfg)
+	return data
+}
+
+func typeName(d backend.DataType) string {
+	if d == backend.Bytes {
+		return "STRING"
+	}
+	return string(d)
+}

@@ -1,0 +1,447 @@
+"""triton_python_backend_utils as shipped by tritonbuild's python backend.
+
+Models import this module as ``pb_utils``. It offers the API surface that
+Triton's python backend documents for model.py files (tensors, requests,
+responses, errors, logging and the dtype helpers) so that existing models run
+unchanged. It needs numpy and nothing else; torch is never imported here.
+
+Tensors handed to execute() are zero-copy numpy views of the instance's shared
+memory region: they stay valid until execute() returns. A model that keeps
+input data across calls must copy it.
+"""
+
+import struct
+import sys
+
+import numpy as np
+
+# TRITONSERVER_DataType values, as Tensor.triton_dtype() and the dtype helpers
+# return them in Triton.
+TRITONSERVER_TYPE_INVALID = 0
+TRITONSERVER_TYPE_BOOL = 1
+TRITONSERVER_TYPE_UINT8 = 2
+TRITONSERVER_TYPE_UINT16 = 3
+TRITONSERVER_TYPE_UINT32 = 4
+TRITONSERVER_TYPE_UINT64 = 5
+TRITONSERVER_TYPE_INT8 = 6
+TRITONSERVER_TYPE_INT16 = 7
+TRITONSERVER_TYPE_INT32 = 8
+TRITONSERVER_TYPE_INT64 = 9
+TRITONSERVER_TYPE_FP16 = 10
+TRITONSERVER_TYPE_FP32 = 11
+TRITONSERVER_TYPE_FP64 = 12
+TRITONSERVER_TYPE_BYTES = 13
+TRITONSERVER_TYPE_BF16 = 14
+
+# Wire names (as in the KServe v2 protocol) to TRITONSERVER_DataType values.
+_WIRE_TO_ENUM = {
+    "BOOL": TRITONSERVER_TYPE_BOOL,
+    "UINT8": TRITONSERVER_TYPE_UINT8,
+    "UINT16": TRITONSERVER_TYPE_UINT16,
+    "UINT32": TRITONSERVER_TYPE_UINT32,
+    "UINT64": TRITONSERVER_TYPE_UINT64,
+    "INT8": TRITONSERVER_TYPE_INT8,
+    "INT16": TRITONSERVER_TYPE_INT16,
+    "INT32": TRITONSERVER_TYPE_INT32,
+    "INT64": TRITONSERVER_TYPE_INT64,
+    "FP16": TRITONSERVER_TYPE_FP16,
+    "FP32": TRITONSERVER_TYPE_FP32,
+    "FP64": TRITONSERVER_TYPE_FP64,
+    "BYTES": TRITONSERVER_TYPE_BYTES,
+    "BF16": TRITONSERVER_TYPE_BF16,
+}
+_ENUM_TO_WIRE = {v: k for k, v in _WIRE_TO_ENUM.items()}
+
+# Wire names to numpy dtypes. BF16 has no numpy dtype; BYTES is an object
+# array whose elements are bytes.
+_WIRE_TO_NUMPY = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+}
+
+
+def _wire_from_numpy(dtype):
+    """Returns the wire name for a numpy dtype, or None when there is none."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in ("O", "S", "U"):
+        return "BYTES"
+    if dtype.kind == "b":
+        return "BOOL"
+    for name, candidate in _WIRE_TO_NUMPY.items():
+        if name != "BYTES" and candidate.kind == dtype.kind and candidate.itemsize == dtype.itemsize:
+            return name
+    return None
+
+
+def triton_string_to_numpy(triton_type_string):
+    """Maps a config type name ("TYPE_FP32", also "FP32") to a numpy type."""
+    name = str(triton_type_string)
+    if name.startswith("TYPE_"):
+        name = name[len("TYPE_"):]
+    if name == "STRING":
+        name = "BYTES"
+    if name not in _WIRE_TO_NUMPY:
+        raise TritonModelException("unsupported Triton data type %r" % (triton_type_string,))
+    return _WIRE_TO_NUMPY[name].type
+
+
+def triton_to_numpy_type(data_type):
+    """Maps a TRITONSERVER_DataType value (or a wire name) to a numpy type."""
+    name = _ENUM_TO_WIRE.get(data_type, data_type)
+    if name not in _WIRE_TO_NUMPY:
+        raise TritonModelException("unsupported Triton data type %r" % (data_type,))
+    return _WIRE_TO_NUMPY[name].type
+
+
+def numpy_to_triton_type(data_type):
+    """Maps a numpy dtype to its TRITONSERVER_DataType value (None if none)."""
+    name = _wire_from_numpy(data_type)
+    return None if name is None else _WIRE_TO_ENUM[name]
+
+
+def serialize_byte_tensor(input_tensor):
+    """Encodes a numpy array of bytes/str elements in Triton's BYTES layout.
+
+    Each element, in row-major order, becomes a 4-byte little-endian length
+    followed by its bytes; str elements are encoded as UTF-8. Returns a 0-d
+    object array holding the encoded bytes, as Triton's helper does, or an
+    empty tuple for an empty tensor.
+    """
+    arr = np.asarray(input_tensor)
+    if arr.size == 0:
+        return ()
+    if arr.dtype.kind not in ("O", "S", "U"):
+        raise TritonModelException(
+            "cannot serialize a %s tensor as BYTES: elements must be bytes or str" % arr.dtype)
+    parts = []
+    for item in arr.reshape(-1, order="C").tolist():
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            data = bytes(item)
+        elif isinstance(item, str):
+            data = item.encode("utf-8")
+        else:
+            data = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(data)))
+        parts.append(data)
+    return np.asarray(b"".join(parts), dtype=np.object_)
+
+
+def deserialize_bytes_tensor(encoded_tensor):
+    """Decodes Triton's BYTES layout into a 1-D numpy object array of bytes."""
+    if isinstance(encoded_tensor, np.ndarray):
+        if encoded_tensor.dtype == np.object_:
+            buf = b"".join(bytes(x) for x in encoded_tensor.reshape(-1).tolist())
+        else:
+            buf = encoded_tensor.tobytes()
+    else:
+        buf = encoded_tensor
+    view = memoryview(buf).cast("B")
+    items = []
+    offset = 0
+    end = len(view)
+    while offset < end:
+        if offset + 4 > end:
+            raise TritonModelException(
+                "malformed BYTES tensor: truncated length at byte %d of %d" % (offset, end))
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        if offset + length > end:
+            raise TritonModelException(
+                "malformed BYTES tensor: element of %d bytes at byte %d overruns %d" % (length, offset, end))
+        items.append(bytes(view[offset:offset + length]))
+        offset += length
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out
+
+
+# Triton spells the encoder "serialize_byte_tensor"; accept the symmetric name.
+serialize_bytes_tensor = serialize_byte_tensor
+
+
+class TritonModelException(Exception):
+    """Raised by this module for misuse; models may raise it too."""
+
+
+class TritonError:
+    """An error attached to one InferenceResponse (or raised as a message)."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message, code=INTERNAL):
+        self._message = str(message)
+        self._code = code
+
+    def message(self):
+        return self._message
+
+    def code(self):
+        return self._code
+
+    def __repr__(self):
+        return "TritonError(%r)" % self._message
+
+    __str__ = message
+
+
+class _DLPackCapsule:
+    """Lets numpy.from_dlpack consume a bare DLPack capsule (CPU only)."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+
+class Tensor:
+    """A named tensor backed by a numpy array.
+
+    For BYTES tensors the array has dtype object and holds bytes elements.
+    """
+
+    __slots__ = ("_name", "_array", "_wire")
+
+    def __init__(self, name, data, _wire=None):
+        if not isinstance(data, np.ndarray):
+            raise TritonModelException(
+                "Tensor %r: data must be a numpy.ndarray, got %s (torch tensors: use .numpy() "
+                "or Tensor.from_dlpack)" % (name, type(data).__name__))
+        wire = _wire or _wire_from_numpy(data.dtype)
+        if wire is None:
+            raise TritonModelException("Tensor %r: numpy dtype %s has no Triton data type" % (name, data.dtype))
+        self._name = str(name)
+        self._array = data
+        self._wire = wire
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._array
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def triton_dtype(self):
+        return _WIRE_TO_ENUM[self._wire]
+
+    def is_cpu(self):
+        return True
+
+    def to_dlpack(self):
+        return self._array.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name, capsule):
+        source = capsule if hasattr(capsule, "__dlpack__") else _DLPackCapsule(capsule)
+        return Tensor(name, np.from_dlpack(source))
+
+    def __repr__(self):
+        return "Tensor(%r, %s, shape=%s)" % (self._name, self._wire, list(self._array.shape))
+
+
+class InferenceRequest:
+    """One request as handed to execute().
+
+    Building requests for model-to-model calls (BLS) is accepted for
+    compatibility, but exec() is not supported by this server.
+    """
+
+    def __init__(self, model_name="", inputs=None, requested_output_names=None, request_id="",
+                 correlation_id=0, flags=0, parameters=None, timeout=0, model_version=-1, **_ignored):
+        self._model_name = model_name
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._flags = flags
+        self._parameters = parameters if isinstance(parameters, str) else _dump_parameters(parameters)
+        self._timeout = timeout
+        self._model_version = model_version
+
+    def inputs(self):
+        return self._inputs
+
+    def requested_output_names(self):
+        return self._requested
+
+    def request_id(self):
+        return self._request_id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def flags(self):
+        return self._flags
+
+    def parameters(self):
+        return self._parameters
+
+    def timeout(self):
+        return self._timeout
+
+    def model_name(self):
+        return self._model_name
+
+    def is_cancelled(self):
+        return False
+
+    def get_response_sender(self):
+        raise TritonModelException("decoupled models (response senders) are not supported by this server")
+
+    def exec(self, *args, **kwargs):
+        raise TritonModelException("BLS requests (InferenceRequest.exec) are not supported by this server")
+
+    def async_exec(self, *args, **kwargs):
+        raise TritonModelException("BLS requests (InferenceRequest.async_exec) are not supported by this server")
+
+
+def _dump_parameters(parameters):
+    import json
+
+    return json.dumps(parameters or {})
+
+
+class InferenceResponse:
+    """The outputs for one request, or the error for it."""
+
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        if error is not None and not isinstance(error, TritonError):
+            error = TritonError(str(error))
+        self._outputs = list(output_tensors or [])
+        self._error = error
+        self._parameters = parameters
+
+    def output_tensors(self):
+        return self._outputs
+
+    def has_error(self):
+        return self._error is not None
+
+    def error(self):
+        return self._error
+
+
+def get_input_tensor_by_name(inference_request, name):
+    """Returns the request's input tensor called name, or None."""
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    """Returns the response's output tensor called name, or None."""
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+class Logger:
+    """Writes to the server log; the server prefixes each line with the model."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+    _verbose = False
+    _labels = {INFO: "INFO", WARNING: "WARNING", ERROR: "ERROR", VERBOSE: "VERBOSE"}
+
+    @staticmethod
+    def log(msg, level=INFO):
+        if level == Logger.VERBOSE and not Logger._verbose:
+            return
+        sys.stderr.write("%s: %s\n" % (Logger._labels.get(level, "INFO"), msg))
+        sys.stderr.flush()
+
+    @staticmethod
+    def log_info(msg):
+        Logger.log(msg, Logger.INFO)
+
+    @staticmethod
+    def log_warn(msg):
+        Logger.log(msg, Logger.WARNING)
+
+    @staticmethod
+    def log_error(msg):
+        Logger.log(msg, Logger.ERROR)
+
+    @staticmethod
+    def log_verbose(msg):
+        Logger.log(msg, Logger.VERBOSE)
+
+
+class ModelConfig:
+    """The model configuration handed to auto_complete_config.
+
+    It starts from the repository's config; the model may fill in what is
+    missing. Settings that the config already states are kept unless they
+    agree, as Triton does.
+    """
+
+    def __init__(self, config):
+        self._config = config
+
+    def as_dict(self):
+        return self._config
+
+    def max_batch_size(self):
+        return int(self._config.get("max_batch_size", 0))
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self.max_batch_size()
+        if current not in (0, max_batch_size) and max_batch_size != current:
+            raise TritonModelException(
+                "auto_complete_config: max_batch_size is %d in the config, model asks for %d"
+                % (current, max_batch_size))
+        self._config["max_batch_size"] = int(max_batch_size)
+
+    def set_dynamic_batching(self):
+        self._config.setdefault("dynamic_batching", {})
+
+    def add_input(self, input):
+        self._add_io("input", input)
+
+    def add_output(self, output):
+        self._add_io("output", output)
+
+    def add_model_transaction_policy(self, transaction_policy_dict):
+        self._config["model_transaction_policy"] = dict(transaction_policy_dict)
+
+    def _add_io(self, kind, entry):
+        for key in ("name", "data_type", "dims"):
+            if key not in entry:
+                raise TritonModelException("auto_complete_config: %s entry %r lacks %r" % (kind, entry, key))
+        entries = self._config.setdefault(kind, [])
+        for existing in entries:
+            if existing.get("name") == entry["name"]:
+                return  # the repository's declaration wins
+        item = dict(entry)
+        if not str(item["data_type"]).startswith("TYPE_"):
+            item["data_type"] = "TYPE_" + str(item["data_type"])
+        item["dims"] = [int(d) for d in item["dims"]]
+        entries.append(item)

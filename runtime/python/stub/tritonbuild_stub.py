@@ -1,0 +1,279 @@
+"""tritonbuild's python backend stub: one process per model instance.
+
+The server starts it as ``python3 -u tritonbuild_stub.py CTL_IN CTL_OUT SHM``
+in the model's version directory. CTL_IN and CTL_OUT are pipe descriptors
+carrying control frames (4-byte little-endian length, then a JSON object);
+SHM is a shared memory file both sides map. Tensor bytes never travel through
+the pipes: a frame names each tensor's dtype, shape, offset and length in the
+shared region.
+
+Frames from the server: init, exec, fini. Every frame gets exactly one reply.
+The stub exits when CTL_IN reaches end of file (the server went away).
+"""
+
+import sys
+
+if sys.version_info < (3, 8):
+    sys.stderr.write("tritonbuild python stub needs Python >= 3.8, this is %s\n" % sys.version.split()[0])
+    sys.exit(3)
+
+import importlib.util
+import json
+import mmap
+import os
+import struct
+import traceback
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+_ALIGN = 64
+_HEADER = struct.Struct("<I")
+
+
+def _align(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class Channel:
+    """Framed JSON messages over two pipe descriptors."""
+
+    def __init__(self, rfd, wfd):
+        self._r = rfd
+        self._w = wfd
+
+    def _read_exact(self, n):
+        chunks = []
+        while n > 0:
+            chunk = os.read(self._r, n)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            n -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def recv(self):
+        head = self._read_exact(4)
+        if head is None:
+            return None
+        (length,) = _HEADER.unpack(head)
+        body = self._read_exact(length)
+        if body is None:
+            return None
+        return json.loads(body)
+
+    def send(self, obj):
+        body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+        data = _HEADER.pack(len(body)) + body
+        view = memoryview(data)
+        while view:
+            written = os.write(self._w, view)
+            view = view[written:]
+
+
+class Shm:
+    """The instance's shared memory region as this process maps it."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.mm = None
+        self.size = 0
+
+    def ensure(self, size):
+        # The server grows the file before sending a frame that needs more
+        # room; map the new size. Views of the old mapping stay valid.
+        if size > self.size:
+            self.mm = mmap.mmap(self.fd, size)
+            self.size = size
+
+    def grow(self, need):
+        size = max(need, self.size * 2)
+        size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        os.ftruncate(self.fd, size)
+        self.ensure(size)
+
+
+def _describe(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+class Stub:
+    def __init__(self, channel, shm):
+        self.ch = channel
+        self.shm = shm
+        self.model = None
+
+    def run(self):
+        while True:
+            msg = self.ch.recv()
+            if msg is None:
+                return 0
+            op = msg.get("op")
+            if op == "exec":
+                self.ch.send(self.execute(msg))
+            elif op == "init":
+                self.ch.send(self.initialize(msg))
+            elif op == "fini":
+                self.ch.send(self.finalize())
+                return 0
+            else:
+                self.ch.send({"err": "stub: unknown operation %r" % (op,)})
+
+    def initialize(self, msg):
+        pb_utils.Logger._verbose = bool(msg.get("verbose"))
+        self.shm.ensure(msg["shm"])
+        path = msg["model_file"]
+        try:
+            spec = importlib.util.spec_from_file_location("model", path)
+            if spec is None or spec.loader is None:
+                return {"err": "cannot import %s as a python module" % path}
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["model"] = module
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # SystemExit from an import is a load failure too
+            traceback.print_exc()
+            return {"err": "importing %s: %s" % (path, _describe(exc))}
+        cls = getattr(module, "TritonPythonModel", None)
+        if cls is None:
+            return {"err": "%s defines no class TritonPythonModel" % path}
+        args = msg["args"]
+        completed = None
+        if hasattr(cls, "auto_complete_config"):
+            try:
+                config = pb_utils.ModelConfig(json.loads(args["model_config"]))
+                result = cls.auto_complete_config(config)
+                completed = (result if result is not None else config).as_dict()
+                args = dict(args, model_config=json.dumps(completed))
+            except BaseException as exc:
+                traceback.print_exc()
+                return {"err": "auto_complete_config raised %s" % _describe(exc)}
+        try:
+            self.model = cls()
+            if hasattr(self.model, "initialize"):
+                self.model.initialize(args)
+        except BaseException as exc:
+            traceback.print_exc()
+            return {"err": "initialize raised %s" % _describe(exc)}
+        if not hasattr(self.model, "execute"):
+            return {"err": "TritonPythonModel in %s has no execute method" % path}
+        return {"ok": True, "config": completed}
+
+    def finalize(self):
+        if self.model is not None and hasattr(self.model, "finalize"):
+            try:
+                self.model.finalize()
+            except BaseException as exc:
+                traceback.print_exc()
+                return {"err": "finalize raised %s" % _describe(exc)}
+        return {"ok": True}
+
+    def _inputs(self, specs):
+        mm = self.shm.mm
+        tensors = []
+        for name, wire, shape, off, nbytes in specs:
+            if wire == "BYTES":
+                arr = pb_utils.deserialize_bytes_tensor(memoryview(mm)[off:off + nbytes])
+                arr = arr.reshape(shape)
+            else:
+                dtype = pb_utils._WIRE_TO_NUMPY[wire]
+                count = nbytes // dtype.itemsize
+                if count == 0:
+                    arr = np.empty(shape, dtype=dtype)
+                else:
+                    arr = np.frombuffer(mm, dtype=dtype, count=count, offset=off).reshape(shape)
+            tensors.append(pb_utils.Tensor(name, arr, wire))
+        return tensors
+
+    def execute(self, msg):
+        seq = msg["seq"]
+        try:
+            return self._execute(seq, msg)
+        except Exception as exc:
+            # A fault in the stub itself (not in model.py) fails the batch
+            # but keeps the process usable.
+            traceback.print_exc()
+            return {"seq": seq, "err": "python stub: %s" % _describe(exc)}
+
+    def _execute(self, seq, msg):
+        self.shm.ensure(msg["shm"])
+        requests = []
+        for r in msg["reqs"]:
+            requests.append(pb_utils.InferenceRequest(
+                inputs=self._inputs(r["in"]), requested_output_names=r["out"], request_id=r.get("id", "")))
+        try:
+            responses = self.model.execute(requests)
+        except Exception as exc:
+            traceback.print_exc()
+            return {"seq": seq, "err": _describe(exc)}
+        if not isinstance(responses, (list, tuple)):
+            return {"seq": seq, "err": "execute returned %s; expected a list of InferenceResponse"
+                    % type(responses).__name__}
+        if len(responses) != len(requests):
+            return {"seq": seq, "err": "execute returned %d responses for %d requests"
+                    % (len(responses), len(requests))}
+        out = []
+        offset = _align(msg["out"])
+        for request, response in zip(requests, responses):
+            if not isinstance(response, pb_utils.InferenceResponse):
+                return {"seq": seq, "err": "execute returned %s in its list; expected InferenceResponse"
+                        % type(response).__name__}
+            error = response.error()
+            if error is not None:
+                out.append({"err": error.message(), "code": error.code()})
+                continue
+            try:
+                specs, offset = self._write_outputs(response, request.requested_output_names(), offset)
+            except Exception as exc:
+                traceback.print_exc()
+                out.append({"err": "writing outputs: %s" % _describe(exc)})
+                continue
+            out.append({"out": specs})
+        return {"seq": seq, "shm": self.shm.size, "resps": out}
+
+    def _write_outputs(self, response, requested, offset):
+        wanted = set(requested)
+        specs = []
+        for tensor in response.output_tensors():
+            if not isinstance(tensor, pb_utils.Tensor):
+                raise pb_utils.TritonModelException(
+                    "output_tensors holds %s; expected Tensor" % type(tensor).__name__)
+            name = tensor.name()
+            if wanted and name not in wanted:
+                continue
+            arr = tensor.as_numpy()
+            wire = tensor._wire
+            if wire == "BYTES":
+                encoded = pb_utils.serialize_byte_tensor(arr)
+                data = encoded.item() if isinstance(encoded, np.ndarray) else b""
+                nbytes = len(data)
+            else:
+                if not arr.dtype.isnative:
+                    arr = arr.astype(arr.dtype.newbyteorder("="))
+                nbytes = arr.nbytes
+            if offset + nbytes > self.shm.size:
+                self.shm.grow(offset + nbytes)
+            mm = self.shm.mm
+            if wire == "BYTES":
+                mm[offset:offset + nbytes] = data
+            elif nbytes:
+                np.copyto(np.ndarray(arr.shape, dtype=arr.dtype, buffer=mm, offset=offset), arr, casting="no")
+            specs.append({"n": name, "t": wire, "s": list(arr.shape), "o": offset, "b": nbytes})
+            offset = _align(offset + nbytes)
+        return specs, offset
+
+
+def main(argv):
+    if len(argv) != 4:
+        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD\n")
+        return 2
+    ctl_in, ctl_out, shm_fd = (int(a) for a in argv[1:])
+    channel = Channel(ctl_in, ctl_out)
+    version = "%d.%d.%d" % sys.version_info[:3]
+    channel.send({"op": "hello", "pid": os.getpid(), "python": version, "numpy": np.__version__,
+                  "executable": sys.executable})
+    return Stub(channel, Shm(shm_fd)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
