@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// inferRequest is the JSON part of an infer request. Data stays raw so that
+// decodeData can scan it without reflection.
+type inferRequest struct {
+	ID         string `json:"id"`
+	Parameters struct {
+		BinaryDataOutput bool `json:"binary_data_output"`
+	} `json:"parameters"`
+	Inputs []struct {
+		Name       string           `json:"name"`
+		Shape      []int64          `json:"shape"`
+		Datatype   backend.DataType `json:"datatype"`
+		Parameters struct {
+			BinaryDataSize *int64 `json:"binary_data_size"`
+		} `json:"parameters"`
+		Data json.RawMessage `json:"data"`
+	} `json:"inputs"`
+	Outputs []struct {
+		Name       string `json:"name"`
+		Parameters struct {
+			BinaryData     *bool `json:"binary_data"`
+			Classification *int  `json:"classification"`
+		} `json:"parameters"`
+	} `json:"outputs"`
+}
+
+// decodeRequest splits body into the JSON header and the binary tail (when
+// hdrLen, the Inference-Header-Content-Length value, is set) and builds the
+// backend request. Binary inputs alias body.
+func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Request, *inferRequest, error) {
+	header, tail := body, []byte(nil)
+	if hdrLen != "" {
+		n, err := strconv.ParseInt(hdrLen, 10, 64)
+		if err != nil || n < 0 {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "invalid %s header value '%s'", HeaderLength, hdrLen)
+		}
+		if n > int64(len(body)) {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "%s is %d but the request body has only %d bytes", HeaderLength, n, len(body))
+		}
+		header, tail = body[:n], body[n:]
+	}
+	var ir inferRequest
+	if err := json.Unmarshal(header, &ir); err != nil {
+		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
+	}
+	req := &backend.Request{Inputs: make([]backend.Tensor, len(ir.Inputs))}
+	for i := range ir.Inputs {
+		in := &ir.Inputs[i]
+		if in.Name == "" {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input %d has no name", i)
+		}
+		if !in.Datatype.Valid() {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has invalid datatype '%s'", in.Name, in.Datatype)
+		}
+		if in.Shape == nil {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has no shape", in.Name)
+		}
+		n := int64(1)
+		for _, d := range in.Shape {
+			if d < 0 {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has a negative dimension in shape %s", in.Name, repository.FormatShape(in.Shape))
+			}
+			if d != 0 && n > (1<<40)/d {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' shape %s is too large", in.Name, repository.FormatShape(in.Shape))
+			}
+			n *= d
+		}
+		t := &req.Inputs[i]
+		t.Name, t.DataType, t.Shape = in.Name, in.Datatype, in.Shape
+		hasData := len(in.Data) > 0 && string(in.Data) != "null"
+		switch sz := in.Parameters.BinaryDataSize; {
+		case sz != nil && hasData:
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has both data and binary_data_size", in.Name)
+		case sz != nil:
+			if hdrLen == "" {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has binary_data_size but the request has no %s header", in.Name, HeaderLength)
+			}
+			if *sz < 0 || *sz > int64(len(tail)) {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "unexpected end of binary data for input '%s': it needs %d bytes, %d remain", in.Name, *sz, len(tail))
+			}
+			t.Data, tail = tail[:*sz:*sz], tail[*sz:]
+		case hasData:
+			data, err := decodeData(in.Data, in.Datatype, n, in.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			t.Data = data
+		default:
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has neither data nor binary_data_size", in.Name)
+		}
+	}
+	if len(tail) > 0 {
+		return nil, nil, backend.Errorf(backend.InvalidArg, "%d bytes of binary data follow the last binary input", len(tail))
+	}
+	if len(ir.Outputs) > 0 {
+		req.Outputs = make([]string, len(ir.Outputs))
+		for i, o := range ir.Outputs {
+			if o.Parameters.Classification != nil {
+				return nil, nil, backend.Errorf(backend.Unsupported, "output '%s': the classification extension is not supported", o.Name)
+			}
+			req.Outputs[i] = o.Name
+		}
+	}
+	return req, &ir, nil
+}

@@ -1,0 +1,516 @@
+// Package httpapi is the HTTP/REST frontend: the KServe v2 protocol with
+// Triton's extensions (binary tensor data, statistics, model configuration,
+// repository index), served with net/http over a repository.Manager.
+//
+// Request tensors are decoded straight into the backend encoding: binary
+// inputs are slices of the request body (no copy), JSON data arrays are
+// scanned without building []any. Errors are answered as {"error": "..."}
+// with the status that runtime/status assigns.
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
+)
+
+// HeaderLength is the binary tensor extension's header naming the length of
+// the JSON part of a body.
+const HeaderLength = "Inference-Header-Content-Length"
+
+// DefaultMaxInputSize is Triton's default --http-max-input-size (64 MiB).
+const DefaultMaxInputSize = 64 << 20
+
+// Extensions are the protocol extensions this frontend implements.
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy"}
+
+// Options configure a Server.
+type Options struct {
+	Manager *repository.Manager
+	// ID is the server name reported by GET /v2 (--id).
+	ID string
+	// Version is the server version reported by GET /v2.
+	Version string
+	// MaxInputSize refuses request bodies larger than this many bytes;
+	// 0 means DefaultMaxInputSize.
+	MaxInputSize int64
+	// Live and Ready, when set, are consulted in addition to the models'
+	// readiness (for example to report not-ready while shutting down).
+	Live, Ready func() bool
+	Logger      *slog.Logger
+}
+
+// Server is an http.Handler serving the v2 protocol.
+type Server struct {
+	opts Options
+	mgr  *repository.Manager
+	mux  *http.ServeMux
+	log  *slog.Logger
+	bufs sync.Pool // *[]byte request bodies and response headers
+}
+
+// New builds the handler.
+func New(opts Options) *Server {
+	if opts.MaxInputSize <= 0 {
+		opts.MaxInputSize = DefaultMaxInputSize
+	}
+	if opts.ID == "" {
+		opts.ID = "triton"
+	}
+	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	m := s.mux
+	m.HandleFunc("GET /v2/health/live", s.live)
+	m.HandleFunc("GET /v2/health/ready", s.ready)
+	m.HandleFunc("GET /v2", s.serverMetadata)
+	m.HandleFunc("GET /v2/{$}", s.serverMetadata)
+	for _, p := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
+		m.HandleFunc("GET "+p, s.modelMetadata)
+		m.HandleFunc("GET "+p+"/ready", s.modelReady)
+		m.HandleFunc("GET "+p+"/config", s.modelConfig)
+		m.HandleFunc("POST "+p+"/infer", s.infer)
+		m.HandleFunc("GET "+p+"/stats", s.stats)
+	}
+	m.HandleFunc("GET /v2/models/stats", s.stats)
+	m.HandleFunc("POST /v2/repository/index", s.repositoryIndex)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, backend.Errorf(backend.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Mux exposes the route table so that other frontends (model control) can
+// add endpoints with the same error conventions.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+// WriteError answers err as {"error": msg} with its mapped status.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+
+func writeError(w http.ResponseWriter, err error) {
+	b := append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...)
+	b = append(b, '}')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status.HTTPStatus(err))
+	_, _ = w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, backend.Errorf(backend.Internal, "encoding response: %v", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Live != nil && !s.opts.Live() {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	if (s.opts.Ready != nil && !s.opts.Ready()) || !s.mgr.Ready() {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+type serverMetadata struct {
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Extensions []string `json:"extensions"`
+}
+
+func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, serverMetadata{Name: s.opts.ID, Version: s.opts.Version, Extensions: Extensions})
+}
+
+// model resolves the {model} and optional {version} path values.
+func (s *Server) model(r *http.Request) (*repository.Model, error) {
+	name := r.PathValue("model")
+	v := int64(-1)
+	if vs := r.PathValue("version"); vs != "" {
+		var err error
+		v, err = strconv.ParseInt(vs, 10, 64)
+		if err != nil || v < 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "invalid model version '%s' for model '%s'", vs, name)
+		}
+	}
+	return s.mgr.Get(name, v)
+}
+
+type tensorMetadata struct {
+	Name     string           `json:"name"`
+	Datatype backend.DataType `json:"datatype"`
+	Shape    []int64          `json:"shape"`
+}
+
+type modelMetadata struct {
+	Name     string           `json:"name"`
+	Versions []string         `json:"versions"`
+	Platform string           `json:"platform"`
+	Inputs   []tensorMetadata `json:"inputs"`
+	Outputs  []tensorMetadata `json:"outputs"`
+}
+
+func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
+	m, err := s.model(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	md := modelMetadata{Name: m.Name, Platform: m.Platform}
+	if r.PathValue("version") != "" {
+		md.Versions = []string{m.VersionString()}
+	} else {
+		vs, _, _ := s.mgr.Versions(m.Name)
+		for _, v := range vs {
+			if v.State == repository.Ready {
+				md.Versions = append(md.Versions, strconv.FormatInt(v.Version, 10))
+			}
+		}
+	}
+	for i := range m.Spec.Inputs {
+		t := &m.Spec.Inputs[i]
+		md.Inputs = append(md.Inputs, tensorMetadata{t.Name, t.DataType, m.FullShape(t)})
+	}
+	for i := range m.Spec.Outputs {
+		t := &m.Spec.Outputs[i]
+		md.Outputs = append(md.Outputs, tensorMetadata{t.Name, t.DataType, m.FullShape(t)})
+	}
+	writeJSON(w, md)
+}
+
+func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.model(r); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) modelConfig(w http.ResponseWriter, r *http.Request) {
+	m, err := s.model(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(m.ConfigJSON)))
+	_, _ = w.Write(m.ConfigJSON)
+}
+
+type indexRequest struct {
+	Ready bool `json:"ready"`
+}
+
+func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
+	var req indexRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeError(w, backend.Errorf(backend.InvalidArg, "reading request body: %v", err))
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeError(w, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err))
+			return
+		}
+	}
+	idx := s.mgr.Index(req.Ready)
+	if idx == nil {
+		idx = []repository.IndexEntry{}
+	}
+	writeJSON(w, idx)
+}
+
+type modelStatsJSON struct {
+	Name           string                 `json:"name"`
+	Version        string                 `json:"version"`
+	LastInference  int64                  `json:"last_inference"`
+	InferenceCount uint64                 `json:"inference_count"`
+	ExecutionCount uint64                 `json:"execution_count"`
+	InferenceStats inferenceStatsJSON     `json:"inference_stats"`
+	BatchStats     []scheduler.BatchStats `json:"batch_stats"`
+	MemoryUsage    []struct{}             `json:"memory_usage"`
+}
+
+type inferenceStatsJSON struct {
+	Success       scheduler.Duration `json:"success"`
+	Fail          scheduler.Duration `json:"fail"`
+	Queue         scheduler.Duration `json:"queue"`
+	ComputeInput  scheduler.Duration `json:"compute_input"`
+	ComputeInfer  scheduler.Duration `json:"compute_infer"`
+	ComputeOutput scheduler.Duration `json:"compute_output"`
+	CacheHit      scheduler.Duration `json:"cache_hit"`
+	CacheMiss     scheduler.Duration `json:"cache_miss"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	var models []*repository.Model
+	switch name := r.PathValue("model"); {
+	case name == "":
+		models = s.mgr.Models()
+	case r.PathValue("version") != "":
+		m, err := s.model(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		models = []*repository.Model{m}
+	default:
+		for _, m := range s.mgr.Models() {
+			if m.Name == name {
+				models = append(models, m)
+			}
+		}
+		if len(models) == 0 {
+			if _, err := s.mgr.Get(name, -1); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+	}
+	out := struct {
+		ModelStats []modelStatsJSON `json:"model_stats"`
+	}{ModelStats: []modelStatsJSON{}}
+	for _, m := range models {
+		st := m.Scheduler.Stats()
+		ms := modelStatsJSON{
+			Name: m.Name, Version: m.VersionString(), LastInference: st.LastInference,
+			InferenceCount: st.InferenceCount, ExecutionCount: st.ExecutionCount,
+			InferenceStats: inferenceStatsJSON{
+				Success: st.Success, Fail: st.Fail, Queue: st.Queue,
+				ComputeInput: st.ComputeInput, ComputeInfer: st.ComputeInfer, ComputeOutput: st.ComputeOutput,
+			},
+			BatchStats: st.Batches, MemoryUsage: []struct{}{},
+		}
+		if ms.BatchStats == nil {
+			ms.BatchStats = []scheduler.BatchStats{}
+		}
+		out.ModelStats = append(out.ModelStats, ms)
+	}
+	writeJSON(w, out)
+}
+
+// readBody reads the whole request body into a pooled buffer, refusing
+// bodies over the limit before reading them when Content-Length is known.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
+	limit := s.opts.MaxInputSize
+	if r.ContentLength > limit {
+		return nil, &tooLarge{limit: limit, size: r.ContentLength}
+	}
+	bp := s.bufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
+		buf = make([]byte, 0, r.ContentLength)
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = buf
+			s.bufs.Put(bp)
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, &tooLarge{limit: limit, size: -1}
+			}
+			return nil, backend.Errorf(backend.InvalidArg, "reading request body: %v", err)
+		}
+	}
+	*bp = buf
+	return bp, nil
+}
+
+type tooLarge struct{ limit, size int64 }
+
+func (e *tooLarge) Error() string {
+	if e.size >= 0 {
+		return fmt.Sprintf("request body of %d bytes exceeds the maximum allowed value of %d bytes (--http-max-input-size)", e.size, e.limit)
+	}
+	return fmt.Sprintf("request body exceeds the maximum allowed value of %d bytes (--http-max-input-size)", e.limit)
+}
+
+func (s *Server) putBuf(bp *[]byte) {
+	if cap(*bp) > 8<<20 {
+		return // do not pin very large buffers in the pool
+	}
+	*bp = (*bp)[:0]
+	s.bufs.Put(bp)
+}
+
+func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	m, err := s.model(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	bp, err := s.readBody(w, r)
+	if err != nil {
+		m.Scheduler.RecordFailure(start)
+		var tl *tooLarge
+		if errors.As(err, &tl) {
+			b := append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = w.Write(append(b, '}'))
+			return
+		}
+		writeError(w, err)
+		return
+	}
+	defer s.putBuf(bp)
+	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m)
+	if err == nil {
+		err = m.Validate(req)
+	}
+	if err != nil {
+		m.Scheduler.RecordFailure(start)
+		writeError(w, err)
+		return
+	}
+	resp, err := m.Scheduler.Infer(r.Context(), req)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeInferResponse(w, m, parsed, resp)
+}
+
+// writeInferResponse renders the outputs: JSON data, or binary parts after
+// the JSON header when requested.
+func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, req *inferRequest, resp *backend.Response) {
+	outs := resp.Outputs
+	binary := make([]bool, 0, 4)
+	var selected []*backend.Tensor
+	if len(req.Outputs) > 0 {
+		for _, ro := range req.Outputs {
+			var t *backend.Tensor
+			for i := range outs {
+				if outs[i].Name == ro.Name {
+					t = &outs[i]
+					break
+				}
+			}
+			if t == nil {
+				writeError(w, backend.Errorf(backend.Internal, "model '%s' did not produce requested output '%s'", m.Name, ro.Name))
+				return
+			}
+			selected = append(selected, t)
+			bin := req.Parameters.BinaryDataOutput
+			if ro.Parameters.BinaryData != nil {
+				bin = *ro.Parameters.BinaryData
+			}
+			binary = append(binary, bin)
+		}
+	} else {
+		for i := range outs {
+			selected = append(selected, &outs[i])
+			binary = append(binary, req.Parameters.BinaryDataOutput)
+		}
+	}
+	hp := s.bufs.Get().(*[]byte)
+	defer s.putBuf(hp)
+	b := (*hp)[:0]
+	b = append(b, '{')
+	if req.ID != "" {
+		b = append(b, `"id":`...)
+		b = appendJSONString(b, []byte(req.ID))
+		b = append(b, ',')
+	}
+	b = append(b, `"model_name":`...)
+	b = appendJSONString(b, []byte(m.Name))
+	b = append(b, `,"model_version":"`...)
+	b = strconv.AppendInt(b, m.Version, 10)
+	b = append(b, `","outputs":[`...)
+	var binLen int
+	for i, t := range selected {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendJSONString(b, []byte(t.Name))
+		b = append(b, `,"datatype":"`...)
+		b = append(b, t.DataType...)
+		b = append(b, `","shape":[`...)
+		for k, d := range t.Shape {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, ']')
+		if binary[i] {
+			b = append(b, `,"parameters":{"binary_data_size":`...)
+			b = strconv.AppendInt(b, int64(len(t.Data)), 10)
+			b = append(b, "}}"...)
+			binLen += len(t.Data)
+			continue
+		}
+		b = append(b, `,"data":`...)
+		var ok bool
+		if b, ok = appendData(b, t); !ok {
+			*hp = b
+			writeError(w, backend.Errorf(backend.Internal, "output '%s' of model '%s' has malformed %s data", t.Name, m.Name, t.DataType))
+			return
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	*hp = b
+	h := w.Header()
+	if binLen == 0 {
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		_, _ = w.Write(b)
+		return
+	}
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set(HeaderLength, strconv.Itoa(len(b)))
+	h.Set("Content-Length", strconv.Itoa(len(b)+binLen))
+	_, _ = w.Write(b)
+	for i, t := range selected {
+		if binary[i] {
+			_, _ = w.Write(t.Data)
+		}
+	}
+}

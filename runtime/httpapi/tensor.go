@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// decodeData converts a JSON "data" value (a flat or nested array of
+// numbers, booleans or strings) into the little-endian tensor encoding,
+// checking that it holds exactly n elements. It scans the bytes directly
+// instead of going through []any.
+func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, error) {
+	size := int64(dt.Size())
+	if dt == backend.FP16 || dt == backend.BF16 {
+		return nil, backend.Errorf(backend.InvalidArg, "input '%s': datatype %s is only accepted as binary data", name, dt)
+	}
+	var out []byte
+	if dt != backend.Bytes {
+		if n < 0 || n > int64(len(raw)) { // every element takes at least one byte of JSON
+			return nil, backend.Errorf(backend.InvalidArg, "input '%s': unexpected number of elements in data for its shape", name)
+		}
+		out = make([]byte, 0, n*size)
+	}
+	var count int64
+	i := 0
+	for i < len(raw) {
+		c := raw[i]
+		switch c {
+		case ' ', '\t', '\n', '\r', ',', '[', ']':
+			i++
+			continue
+		}
+		// One scalar token.
+		j := i
+		if c == '"' {
+			j++
+			esc := false
+			for j < len(raw) && raw[j] != '"' {
+				if raw[j] == '\\' {
+					esc = true
+					j++
+				}
+				j++
+			}
+			if j >= len(raw) {
+				return nil, backend.Errorf(backend.InvalidArg, "input '%s': unterminated string in data", name)
+			}
+			j++
+			if dt != backend.Bytes {
+				return nil, backend.Errorf(backend.InvalidArg, "input '%s': string element in data of datatype %s", name, dt)
+			}
+			tok := raw[i+1 : j-1]
+			if esc {
+				var s string
+				if err := json.Unmarshal(raw[i:j], &s); err != nil {
+					return nil, backend.Errorf(backend.InvalidArg, "input '%s': bad string element: %v", name, err)
+				}
+				tok = []byte(s)
+			}
+			out = binary.LittleEndian.AppendUint32(out, uint32(len(tok)))
+			out = append(out, tok...)
+			count++
+			i = j
+			continue
+		}
+		for j < len(raw) && raw[j] != ',' && raw[j] != ']' && raw[j] != ' ' && raw[j] != '\n' && raw[j] != '\t' && raw[j] != '\r' && raw[j] != '[' {
+			j++
+		}
+		tok := raw[i:j]
+		var err error
+		if out, err = appendScalar(out, dt, tok); err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "input '%s': element %d: %v", name, count, err)
+		}
+		count++
+		i = j
+	}
+	if count != n {
+		return nil, backend.Errorf(backend.InvalidArg, "input '%s': got %d elements in data, the shape needs %d", name, count, n)
+	}
+	return out, nil
+}
+
+type tokenError string
+
+func (e tokenError) Error() string { return string(e) }
+
+func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
+	if len(tok) == 0 {
+		return nil, tokenError("empty element")
+	}
+	// The token is only parsed, never retained, so no copy is needed.
+	s := unsafe.String(&tok[0], len(tok))
+	switch dt {
+	case backend.Bool:
+		switch s {
+		case "true":
+			return append(out, 1), nil
+		case "false":
+			return append(out, 0), nil
+		}
+		return nil, tokenError("expected true or false, got " + strconv.Quote(s))
+	case backend.FP32:
+		f, err := strconv.ParseFloat(s, 32)
+		if err != nil {
+			return nil, tokenError("expected a number, got " + strconv.Quote(s))
+		}
+		return binary.LittleEndian.AppendUint32(out, math.Float32bits(float32(f))), nil
+	case backend.FP64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, tokenError("expected a number, got " + strconv.Quote(s))
+		}
+		return binary.LittleEndian.AppendUint64(out, math.Float64bits(f)), nil
+	case backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64:
+		bits := dt.Size() * 8
+		v, err := strconv.ParseUint(s, 10, bits)
+		if err != nil {
+			return nil, tokenError("expected an unsigned integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
+		}
+		return appendUint(out, v, dt.Size()), nil
+	case backend.Int8, backend.Int16, backend.Int32, backend.Int64:
+		bits := dt.Size() * 8
+		v, err := strconv.ParseInt(s, 10, bits)
+		if err != nil {
+			return nil, tokenError("expected an integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
+		}
+		return appendUint(out, uint64(v), dt.Size()), nil
+	case backend.Bytes:
+		return nil, tokenError("expected a string, got " + strconv.Quote(s))
+	}
+	return nil, tokenError("unsupported datatype " + string(dt))
+}
+
+func appendUint(out []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(out, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(out, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(out, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(out, v)
+}
+
+// appendData renders tensor data as a flat JSON array (Triton's responses
+// use flat arrays). ok is false when the data does not match its type.
+func appendData(b []byte, t *backend.Tensor) ([]byte, bool) {
+	b = append(b, '[')
+	d := t.Data
+	size := t.DataType.Size()
+	if t.DataType != backend.Bytes && (size == 0 || len(d)%size != 0) {
+		return b, false
+	}
+	first := true
+	for len(d) > 0 {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		switch t.DataType {
+		case backend.Bool:
+			b = strconv.AppendBool(b, d[0] != 0)
+		case backend.Uint8:
+			b = strconv.AppendUint(b, uint64(d[0]), 10)
+		case backend.Uint16:
+			b = strconv.AppendUint(b, uint64(binary.LittleEndian.Uint16(d)), 10)
+		case backend.Uint32:
+			b = strconv.AppendUint(b, uint64(binary.LittleEndian.Uint32(d)), 10)
+		case backend.Uint64:
+			b = strconv.AppendUint(b, binary.LittleEndian.Uint64(d), 10)
+		case backend.Int8:
+			b = strconv.AppendInt(b, int64(int8(d[0])), 10)
+		case backend.Int16:
+			b = strconv.AppendInt(b, int64(int16(binary.LittleEndian.Uint16(d))), 10)
+		case backend.Int32:
+			b = strconv.AppendInt(b, int64(int32(binary.LittleEndian.Uint32(d))), 10)
+		case backend.Int64:
+			b = strconv.AppendInt(b, int64(binary.LittleEndian.Uint64(d)), 10)
+		case backend.FP32:
+			b = appendFloat(b, float64(math.Float32frombits(binary.LittleEndian.Uint32(d))), 32)
+		case backend.FP64:
+			b = appendFloat(b, math.Float64frombits(binary.LittleEndian.Uint64(d)), 64)
+		case backend.FP16:
+			b = appendFloat(b, float64(halfToFloat(binary.LittleEndian.Uint16(d))), 32)
+		case backend.BF16:
+			b = appendFloat(b, float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(d))<<16)), 32)
+		case backend.Bytes:
+			if len(d) < 4 {
+				return b, false
+			}
+			l := binary.LittleEndian.Uint32(d)
+			if uint64(len(d)-4) < uint64(l) {
+				return b, false
+			}
+			b = appendJSONString(b, d[4:4+l])
+			d = d[4+l:]
+			continue
+		default:
+			return b, false
+		}
+		d = d[size:]
+	}
+	return append(b, ']'), true
+}
+
+func appendFloat(b []byte, f float64, bits int) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		// JSON has no NaN or infinity; Triton's clients read these spellings.
+		return strconv.AppendQuote(b, strconv.FormatFloat(f, 'g', -1, bits))
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, bits)
+}
+
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && frac == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		f := float32(frac) / 1024 / 16384
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	case exp == 31:
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string; bytes that are not UTF-8
+// become U+FFFD, since JSON cannot carry them.
+func appendJSONString(b []byte, s []byte) []byte {
+	b = append(b, '"')
+	for len(s) > 0 {
+		c := s[0]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			s = s[1:]
+			continue
+		}
+		r, n := utf8.DecodeRune(s)
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, "\ufffd"...)
+		} else {
+			b = append(b, s[:n]...)
+		}
+		s = s[n:]
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,180 @@
+// Package metrics exports Triton's Prometheus metrics (nv_inference_*,
+// nv_cpu_*) for the models of a repository.Manager.
+//
+// Model counters are not kept twice: a collector reads each scheduler's
+// statistics at scrape time, so the request path pays nothing for metrics.
+// Each server gets its own registry; the global default registry is unused.
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// Models is what the collector needs from the model manager.
+type Models interface {
+	Models() []*repository.Model
+}
+
+// NewRegistry returns a registry holding the model and CPU collectors.
+func NewRegistry(models Models) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newModelCollector(models), &cpuCollector{})
+	return reg
+}
+
+// Handler serves reg in the Prometheus text format.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+var modelLabels = []string{"model", "version"}
+
+type modelCollector struct {
+	models                                    Models
+	success, failure, count, exec             *prometheus.Desc
+	reqDur, queueDur, inDur, inferDur, outDur *prometheus.Desc
+	pending                                   *prometheus.Desc
+}
+
+func newModelCollector(models Models) *modelCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, modelLabels, nil) }
+	return &modelCollector{
+		models:   models,
+		success:  d("nv_inference_request_success", "Number of successful inference requests, all batch sizes"),
+		failure:  d("nv_inference_request_failure", "Number of failed inference requests, all batch sizes"),
+		count:    d("nv_inference_count", "Number of inferences performed (batch dimension summed)"),
+		exec:     d("nv_inference_exec_count", "Number of model executions performed"),
+		reqDur:   d("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds"),
+		queueDur: d("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds"),
+		inDur:    d("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds"),
+		inferDur: d("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds"),
+		outDur:   d("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds"),
+		pending:  d("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution"),
+	}
+}
+
+func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.success, c.failure, c.count, c.exec, c.reqDur, c.queueDur, c.inDur, c.inferDur, c.outDur, c.pending} {
+		ch <- d
+	}
+}
+
+func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.models.Models() {
+		st := m.Scheduler.Stats()
+		v := m.VersionString()
+		counter := func(d *prometheus.Desc, x float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, x, m.Name, v)
+		}
+		counter(c.success, float64(st.Success.Count))
+		counter(c.failure, float64(st.Fail.Count))
+		counter(c.count, float64(st.InferenceCount))
+		counter(c.exec, float64(st.ExecutionCount))
+		counter(c.reqDur, float64(st.Success.Ns+st.Fail.Ns)/1e3)
+		counter(c.queueDur, float64(st.Queue.Ns)/1e3)
+		counter(c.inDur, float64(st.ComputeInput.Ns)/1e3)
+		counter(c.inferDur, float64(st.ComputeInfer.Ns)/1e3)
+		counter(c.outDur, float64(st.ComputeOutput.Ns)/1e3)
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(m.Scheduler.Queued()), m.Name, v)
+	}
+}
+
+// cpuCollector reports CPU utilization since the previous scrape (from
+// /proc/stat) and memory from /proc/meminfo. On systems without /proc the
+// metrics are simply absent.
+type cpuCollector struct {
+	mu              sync.Mutex
+	lastIdle, lastT uint64
+}
+
+var (
+	cpuUtil = prometheus.NewDesc("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", nil, nil)
+	memTot  = prometheus.NewDesc("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", nil, nil)
+	memUsed = prometheus.NewDesc("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", nil, nil)
+)
+
+func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cpuUtil
+	ch <- memTot
+	ch <- memUsed
+}
+
+func (c *cpuCollector) Collect(ch chan<- prometheus.Metric) {
+	if idle, total, ok := readCPU(); ok {
+		c.mu.Lock()
+		util := 0.0
+		if dt := total - c.lastT; c.lastT != 0 && total > c.lastT {
+			util = 1 - float64(idle-c.lastIdle)/float64(dt)
+		}
+		c.lastIdle, c.lastT = idle, total
+		c.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(cpuUtil, prometheus.GaugeValue, util)
+	}
+	if total, avail, ok := readMem(); ok {
+		ch <- prometheus.MustNewConstMetric(memTot, prometheus.GaugeValue, float64(total))
+		ch <- prometheus.MustNewConstMetric(memUsed, prometheus.GaugeValue, float64(total-avail))
+	}
+}
+
+// readCPU returns the idle (idle+iowait) and total jiffies of all CPUs.
+func readCPU() (idle, total uint64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, s := range f[1:] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total, true
+}
+
+func readMem() (total, avail uint64, ok bool) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var haveT, haveA bool
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		fields := strings.Fields(v)
+		if len(fields) == 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "MemTotal":
+			total, haveT = n*1024, true
+		case "MemAvailable":
+			avail, haveA = n*1024, true
+		}
+	}
+	return total, avail, haveT && haveA && avail <= total
+}

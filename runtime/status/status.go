@@ -1,0 +1,61 @@
+// Package status maps the serving core's errors to protocol status codes in
+// one place, so that the HTTP and gRPC frontends answer the same error with
+// corresponding codes (Triton's mapping: not found 404, unavailable 503,
+// unsupported 501, internal 500, everything else 400).
+package status
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Code classifies err. A *backend.Error anywhere in the chain decides;
+// a cancelled or timed-out context counts as Unavailable; any other error is
+// Internal, since frontends report request errors as *backend.Error.
+func Code(err error) backend.Code {
+	var be *backend.Error
+	switch {
+	case errors.As(err, &be):
+		return be.Code
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return backend.Unavailable
+	}
+	return backend.Internal
+}
+
+// HTTPStatus is the HTTP status code for err.
+func HTTPStatus(err error) int {
+	switch Code(err) {
+	case backend.NotFound:
+		return http.StatusNotFound
+	case backend.Unavailable:
+		return http.StatusServiceUnavailable
+	case backend.Unsupported:
+		return http.StatusNotImplemented
+	case backend.Internal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// GRPCCode is the gRPC status code for err.
+func GRPCCode(err error) codes.Code {
+	switch Code(err) {
+	case backend.NotFound:
+		return codes.NotFound
+	case backend.Unavailable:
+		return codes.Unavailable
+	case backend.Unsupported:
+		return codes.Unimplemented
+	case backend.Internal:
+		return codes.Internal
+	case backend.AlreadyExists:
+		return codes.AlreadyExists
+	}
+	return codes.InvalidArgument
+}
