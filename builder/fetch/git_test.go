@@ -119,7 +119,7 @@ func TestCheckoutGitTag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dest := filepath.Join(t.TempDir(), "src")
-			if err := CheckoutGit(context.Background(), tc.spec, dest, Options{Log: testLog{t}}); err != nil {
+			if err := CheckoutGit(context.Background(), tc.spec, dest, Options{Log: newTestLog(t)}); err != nil {
 				t.Fatal(err)
 			}
 			tree := readTree(t, dest)
@@ -183,7 +183,7 @@ func TestCheckoutGitErrors(t *testing.T) {
 func TestCheckoutGitSubmodules(t *testing.T) {
 	r := newGitRepo(t)
 	dest := filepath.Join(t.TempDir(), "src")
-	if err := CheckoutGit(context.Background(), GitSpec{URL: r.upstream, Tag: "v2", Commit: r.c2, Submodules: true}, dest, Options{Log: testLog{t}}); err != nil {
+	if err := CheckoutGit(context.Background(), GitSpec{URL: r.upstream, Tag: "v2", Commit: r.c2, Submodules: true}, dest, Options{Log: newTestLog(t)}); err != nil {
 		t.Fatal(err)
 	}
 	tree := readTree(t, dest)

@@ -33,13 +33,32 @@ func testBlob(n int) ([]byte, string) {
 
 // fastOpts retries quickly so that failure paths run in milliseconds.
 func fastOpts(t *testing.T) Options {
-	return Options{Attempts: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Log: testLog{t}}
+	return Options{Attempts: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Log: newTestLog(t)}
 }
 
-type testLog struct{ t *testing.T }
+// testLog sends whole lines to t.Log; apt writes its output in pieces.
+type testLog struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf []byte
+}
 
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(p), "\n"))
+func newTestLog(t *testing.T) *testLog { return &testLog{t: t} }
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimSpace(string(l.buf[:i])); line != "" {
+			l.t.Log(line)
+		}
+		l.buf = l.buf[i+1:]
+	}
 	return len(p), nil
 }
 
