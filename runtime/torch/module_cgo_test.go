@@ -1,0 +1,531 @@
+//go:build cgo && libtorch
+
+package torch
+
+// Integration tests against the real libtbtorch.so and libtorch. They need
+// /usr/bin/python3 with torch (the distribution's python3-torch) to write
+// and check models; TBTORCH_PYTHON overrides the interpreter. The report's
+// make_model.py is found through TRITONBUILD_SHARED or by walking up from
+// this directory to a "shared/examples/make_model.py".
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// fixtures are made once per test process: starting python with torch
+// costs about a second each time.
+var fixtures struct {
+	dir string // removed by TestMain
+
+	pyOnce sync.Once
+	py     string
+	pyErr  error
+
+	modelOnce sync.Once
+	model     string
+	modelErr  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tbtorch-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fixtures.dir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func torchPython(t *testing.T) string {
+	t.Helper()
+	fixtures.pyOnce.Do(func() {
+		fixtures.py = os.Getenv("TBTORCH_PYTHON")
+		if fixtures.py == "" {
+			fixtures.py = "/usr/bin/python3"
+		}
+		if out, err := exec.Command(fixtures.py, "-c", "import torch").CombinedOutput(); err != nil {
+			fixtures.pyErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if fixtures.pyErr != nil {
+		t.Skipf("no python with torch at %s (set TBTORCH_PYTHON; Debian: apt-get install python3-torch): %v", fixtures.py, fixtures.pyErr)
+	}
+	return fixtures.py
+}
+
+// runPython runs a script with the torch interpreter and returns stdout.
+// The script goes to a file because torch.jit.script reads source code.
+func runPython(t *testing.T, script string, args ...string) []byte {
+	t.Helper()
+	py := torchPython(t)
+	file := filepath.Join(t.TempDir(), "script.py")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, append([]string{file}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
+// makeModelScript locates the report's make_model.py.
+func makeModelScript(t *testing.T) string {
+	t.Helper()
+	const rel = "examples/make_model.py"
+	if dir := os.Getenv("TRITONBUILD_SHARED"); dir != "" {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("TRITONBUILD_SHARED=%s: %v", dir, err)
+		}
+		return p
+	}
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p := filepath.Join(dir, "shared", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skipf("make_model.py not found: set TRITONBUILD_SHARED to the directory holding %s", rel)
+		}
+		dir = parent
+	}
+}
+
+// simpleLinear writes the report's model into a fresh repository and
+// returns its spec (max_batch_size 32, INPUT__0 [10] -> OUTPUT__0 [5]).
+func simpleLinear(t *testing.T) *backend.ModelSpec {
+	t.Helper()
+	repo := t.TempDir()
+	vdir := filepath.Join(repo, "simple_linear", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := torchPython(t)
+	script := makeModelScript(t)
+	fixtures.modelOnce.Do(func() {
+		fixtures.model = filepath.Join(fixtures.dir, "simple_linear.pt")
+		if out, err := exec.Command(py, script, fixtures.model).CombinedOutput(); err != nil {
+			fixtures.modelErr = fmt.Errorf("%s: %v\n%s", script, err, out)
+		}
+	})
+	if fixtures.modelErr != nil {
+		t.Fatal(fixtures.modelErr)
+	}
+	data, err := os.ReadFile(fixtures.model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(vdir, "model.pt"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &backend.ModelSpec{
+		Name: "simple_linear", Version: 1, Repository: repo,
+		ModelDir: filepath.Join(repo, "simple_linear"), VersionDir: vdir,
+		MaxBatchSize: 32,
+		Inputs:       []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{10}}},
+		Outputs:      []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{5}}},
+		Parameters:   map[string]string{ParamIntraOpThreads: "1"},
+	}
+}
+
+// torchForward runs the saved module in python torch on rows x 10 values
+// and returns the flat float32 result.
+func torchForward(t *testing.T, model string, x []float32, rows int) []float32 {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "x.bin")
+	if err := os.WriteFile(in, f32bytes(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runPython(t, `
+import sys, numpy, torch
+m = torch.jit.load(sys.argv[1])
+x = torch.from_numpy(numpy.fromfile(sys.argv[2], dtype=numpy.float32).reshape(int(sys.argv[3]), -1))
+with torch.no_grad():
+    y = m(x)
+sys.stdout.buffer.write(y.contiguous().numpy().astype(numpy.float32).tobytes())
+`, model, in, fmtInt(rows))
+	return f32s(out)
+}
+
+func fmtInt(n int) string { return strconv.Itoa(n) }
+
+func values(n int, seed float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.Sin(float64(seed)+float64(i)*0.37)) * 3
+	}
+	return v
+}
+
+func fp32Request(x []float32, rows int) *backend.Request {
+	return &backend.Request{Inputs: []backend.Tensor{{
+		Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{int64(rows), int64(len(x) / rows)}, Data: f32bytes(x),
+	}}}
+}
+
+func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Abs(float64(got[i]-want[i])) > tol {
+			t.Fatalf("%s[%d] = %v, torch says %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestSimpleLinearMatchesTorch(t *testing.T) {
+	spec := simpleLinear(t)
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	x := values(20, 1)
+	resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(x, 2)})
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("execute: %v / %v", err, resps[0].Err)
+	}
+	out := resps[0].Outputs[0]
+	if out.Name != "OUTPUT__0" || out.DataType != backend.FP32 || len(out.Shape) != 2 || out.Shape[0] != 2 || out.Shape[1] != 5 {
+		t.Fatalf("output %s %s %v", out.Name, out.DataType, out.Shape)
+	}
+	want := torchForward(t, filepath.Join(spec.VersionDir, "model.pt"), x, 2)
+	closeTo(t, "OUTPUT__0", f32s(out.Data), want, 1e-6)
+}
+
+func TestBatchOfThreeSplitsBack(t *testing.T) {
+	spec := simpleLinear(t)
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	rows := []int{1, 3, 2}
+	var all []float32
+	var reqs []*backend.Request
+	for i, r := range rows {
+		x := values(10*r, float32(10*i))
+		all = append(all, x...)
+		reqs = append(reqs, fp32Request(x, r))
+	}
+	resps, err := inst.Execute(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := torchForward(t, filepath.Join(spec.VersionDir, "model.pt"), all, 6)
+	off := 0
+	for i, r := range rows {
+		if resps[i].Err != nil {
+			t.Fatalf("request %d: %v", i, resps[i].Err)
+		}
+		out := resps[i].Outputs[0]
+		if out.Shape[0] != int64(r) || out.Shape[1] != 5 {
+			t.Fatalf("request %d: shape %v, want [%d 5]", i, out.Shape, r)
+		}
+		closeTo(t, "request "+fmtInt(i), f32s(out.Data), want[off:off+5*r], 1e-6)
+		off += 5 * r
+	}
+}
+
+func TestMisalignedInputIsCopied(t *testing.T) {
+	spec := simpleLinear(t)
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	x := values(10, 3)
+	raw := append([]byte{0}, f32bytes(x)...)[1:] // starts at an odd address
+	outs, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{1, 10}, Data: raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aligned, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{1, 10}, Data: f32bytes(x)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "misaligned", f32s(outs[0].Data), f32s(aligned[0].Data), 0)
+}
+
+// The dtype model: input i of each type comes back doubled (bool: negated,
+// since doubling a bool is not a bool).
+const dtypeScript = `
+import json, sys, torch
+from typing import Tuple
+
+class M(torch.nn.Module):
+    def forward(self, a, b, c, d, e, f, g, h, i, j):
+        return a * 2, b * 2, ~c, d * 2, e * 2, f * 2, g * 2, h * 2, i * 2, j * 2
+
+class Echo(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+torch.jit.script(M()).save(sys.argv[1])
+torch.jit.script(Echo()).save(sys.argv[2])
+types = [("INT64", torch.int64), ("FP64", torch.float64), ("BOOL", torch.bool), ("UINT8", torch.uint8),
+         ("FP16", torch.float16), ("BF16", torch.bfloat16), ("INT8", torch.int8), ("INT16", torch.int16),
+         ("INT32", torch.int32), ("FP32", torch.float32)]
+m = torch.jit.load(sys.argv[1])
+ins = []
+for k, (name, dt) in enumerate(types):
+    if dt == torch.bool:
+        x = torch.tensor([[True, False, True], [False, False, True]])
+    else:
+        x = (torch.arange(6).reshape(2, 3) - 2 + k).to(dt)
+    ins.append(x)
+outs = m(*ins)
+def raw(t):
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes().hex()
+print(json.dumps([{"dtype": types[k][0], "in": raw(ins[k]), "out": raw(outs[k]), "out_dtype": str(outs[k].dtype)}
+                  for k in range(len(types))]))
+`
+
+func TestDtypesRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	vdir := filepath.Join(dir, "dtypes", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	echo := filepath.Join(dir, "echo.pt")
+	var cases []struct {
+		DType    string `json:"dtype"`
+		In       string `json:"in"`
+		Out      string `json:"out"`
+		OutDtype string `json:"out_dtype"`
+	}
+	if err := json.Unmarshal(runPython(t, dtypeScript, filepath.Join(vdir, "model.pt"), echo), &cases); err != nil {
+		t.Fatal(err)
+	}
+	spec := &backend.ModelSpec{Name: "dtypes", Version: 1, ModelDir: filepath.Dir(vdir), VersionDir: vdir}
+	req := &backend.Request{}
+	for i, c := range cases {
+		name := "__" + fmtInt(i)
+		dt := backend.DataType(c.DType)
+		spec.Inputs = append(spec.Inputs, backend.TensorSpec{Name: "IN" + name, DataType: dt, Dims: []int64{2, 3}})
+		spec.Outputs = append(spec.Outputs, backend.TensorSpec{Name: "OUT" + name, DataType: dt, Dims: []int64{2, 3}})
+		data, err := hex.DecodeString(c.In)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Inputs = append(req.Inputs, backend.Tensor{Name: "IN" + name, DataType: dt, Shape: []int64{2, 3}, Data: data})
+	}
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	resps, err := inst.Execute(context.Background(), []*backend.Request{req})
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("execute: %v / %v", err, resps[0].Err)
+	}
+	for i, c := range cases {
+		out := resps[0].Outputs[i]
+		if string(out.DataType) != c.DType || out.Shape[0] != 2 || out.Shape[1] != 3 {
+			t.Errorf("%s: output %s %v (torch made %s)", c.DType, out.DataType, out.Shape, c.OutDtype)
+		}
+		if got := hex.EncodeToString(out.Data); got != c.Out {
+			t.Errorf("%s: got %s, torch says %s", c.DType, got, c.Out)
+		}
+	}
+
+	// An output that is the input itself must still be a copy.
+	mod, err := LoadModule(ModuleOptions{Path: echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	in := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	outs, err := mod.Forward([]backend.Tensor{{DataType: backend.Int64, Shape: []int64{1}, Data: in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in[0] = 99
+	if outs[0].Data[0] != 1 || binary.LittleEndian.Uint64(outs[0].Data) != 0x0807060504030201 {
+		t.Fatalf("echo output aliases its input: %v", outs[0].Data)
+	}
+}
+
+func TestUnsupportedDtypeReachesC(t *testing.T) {
+	spec := simpleLinear(t)
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	_, err = mod.Forward([]backend.Tensor{{DataType: backend.Uint32, Shape: []int64{1, 10}, Data: make([]byte, 40)}})
+	var be *backend.Error
+	if !asBackendError(err, &be) || be.Code != backend.Unsupported || !strings.Contains(be.Msg, "UINT32 is not supported by libtorch 1.13") {
+		t.Fatalf("UINT32 forward: %#v", err)
+	}
+}
+
+func TestBadOpLibrary(t *testing.T) {
+	spec := simpleLinear(t)
+	missing := filepath.Join(t.TempDir(), "libmissing_ops.so")
+	spec.OpLibraries = []string{missing}
+	_, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "No such file") {
+		t.Fatalf("missing library: %v", err)
+	}
+
+	garbage := filepath.Join(t.TempDir(), "libgarbage_ops.so")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not an ELF file\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec.OpLibraries = nil
+	spec.BackendConfig = map[string]string{ConfigOpLibraries: garbage}
+	_, err = New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), garbage) || !strings.Contains(err.Error(), "ELF") {
+		t.Fatalf("garbage library: %v", err)
+	}
+}
+
+func TestCustomOpLibrary(t *testing.T) {
+	lib := filepath.Join(filepath.Dir(LibraryPath()), "libtbtorch_testops.so")
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("test op library not built next to %s (cmake -DTBTORCH_TEST_OPS=ON): %v", LibraryPath(), err)
+	}
+	dir := t.TempDir()
+	vdir := filepath.Join(dir, "custom", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, `
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.tbtest.scale_add(x, 3.0)
+torch.jit.script(M()).save(sys.argv[2])
+`, lib, filepath.Join(vdir, "model.pt"))
+	spec := &backend.ModelSpec{
+		Name: "custom", Version: 1, ModelDir: filepath.Dir(vdir), VersionDir: vdir,
+		Inputs:  []backend.TensorSpec{{Name: "x", DataType: backend.FP32, Dims: []int64{4}}},
+		Outputs: []backend.TensorSpec{{Name: "y", DataType: backend.FP32, Dims: []int64{4}}},
+	}
+	// Without the library the module cannot be deserialized. This must run
+	// before anything in this process loads the library.
+	if _, err := New(Options{}).NewInstance(context.Background(), spec, 0); err == nil || !strings.Contains(err.Error(), "scale_add") {
+		t.Fatalf("load without op library: %v", err)
+	}
+	spec.OpLibraries = []string{lib}
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	x := []float32{0, 1, -2, 0.5}
+	resps, err := inst.Execute(context.Background(), []*backend.Request{{Inputs: []backend.Tensor{{Name: "x", DataType: backend.FP32, Shape: []int64{4}, Data: f32bytes(x)}}}})
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("execute: %v / %v", err, resps[0].Err)
+	}
+	got := f32s(resps[0].Outputs[0].Data)
+	for i := range x {
+		if got[i] != x[i]*3+1 {
+			t.Fatalf("y = %v, want x*3+1 for x = %v", got, x)
+		}
+	}
+}
+
+func TestWrongNumberOfInputs(t *testing.T) {
+	spec := simpleLinear(t)
+	spec.Inputs = append(spec.Inputs, backend.TensorSpec{Name: "INPUT__1", DataType: backend.FP32, Dims: []int64{10}})
+	_, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	var be *backend.Error
+	if !asBackendError(err, &be) || be.Code != backend.InvalidArg ||
+		!strings.Contains(be.Msg, "config declares 2 inputs but the model's forward() takes 1") {
+		t.Fatalf("two inputs for a one-input model: %#v", err)
+	}
+
+	// The C side refuses too, when called directly.
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	x := backend.Tensor{DataType: backend.FP32, Shape: []int64{1, 10}, Data: make([]byte, 40)}
+	if _, err := mod.Forward([]backend.Tensor{x, x}); err == nil || !strings.Contains(err.Error(), "forward() takes 1 inputs, got 2") {
+		t.Fatalf("forward with 2 inputs: %v", err)
+	}
+	if _, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{1, 10}, Data: make([]byte, 36)}}); err == nil || !strings.Contains(err.Error(), "36 bytes given") {
+		t.Fatalf("short buffer: %v", err)
+	}
+	// libtorch's own errors come back as errors, not crashes.
+	if _, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{1, 7}, Data: make([]byte, 28)}}); err == nil || !strings.Contains(err.Error(), "forward") {
+		t.Fatalf("wrong width: %v", err)
+	}
+}
+
+func TestMissingAndBrokenModelFile(t *testing.T) {
+	dir := t.TempDir()
+	_, err := LoadModule(ModuleOptions{Path: filepath.Join(dir, "model.pt")})
+	var be *backend.Error
+	if !asBackendError(err, &be) || be.Code != backend.NotFound || !strings.Contains(be.Msg, filepath.Join(dir, "model.pt")) {
+		t.Fatalf("missing model: %#v", err)
+	}
+	broken := filepath.Join(dir, "broken.pt")
+	if err := os.WriteFile(broken, []byte("PK\x03\x04 not really a zip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadModule(ModuleOptions{Path: broken}); err == nil || !strings.Contains(err.Error(), broken) {
+		t.Fatalf("broken model: %v", err)
+	}
+}
+
+func TestInterOpThreadsOncePerProcess(t *testing.T) {
+	if err := SetInterOpThreads(1); err != nil {
+		t.Fatalf("first set: %v", err)
+	}
+	if err := SetInterOpThreads(1); err != nil {
+		t.Fatalf("same size again: %v", err)
+	}
+	err := SetInterOpThreads(3)
+	var be *backend.Error
+	if !asBackendError(err, &be) || be.Code != backend.Unsupported || !strings.Contains(be.Msg, "already fixed at 1") {
+		t.Fatalf("another size: %#v", err)
+	}
+	// A model asking for another size still loads; the backend logs why.
+	spec := simpleLinear(t)
+	spec.Parameters[ParamInterOpThreads] = "2"
+	var logged []string
+	b := New(Options{Logf: func(f string, a ...any) { logged = append(logged, f) }})
+	inst, err := b.NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.Close()
+	if len(logged) != 1 {
+		t.Fatalf("logged %v, want one warning", logged)
+	}
+}
