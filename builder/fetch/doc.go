@@ -24,6 +24,11 @@
 //     (names, exec bits, symlink targets, file bytes; never mtimes), so a
 //     local source changes its digest exactly when its content changes.
 //
+// URLSpec, AptSpec and GitSpec implement Source (Digest, Fetch), the one
+// interface an executor needs; Options carries the knobs of all kinds
+// (retries, backoff, progress, log, the git and apt-get binaries, the apt
+// configuration directory). NewProgress gives a ready progress display.
+//
 // The cache (cache.go) may be shared by concurrent processes: every digest
 // has a lock file, partial downloads live beside the cache and are renamed
 // into place only after verification, so readers never see a half-written or

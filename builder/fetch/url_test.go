@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -490,5 +491,55 @@ func TestSourceInterface(t *testing.T) {
 		if src.Digest() != want {
 			t.Errorf("%+v: digest %s, want %s", src, src.Digest(), want)
 		}
+	}
+}
+
+// TestHelperFetchProcess is not a test: TestFetchURLTwoProcesses runs the
+// test binary with it selected to get a second process fetching into the
+// same cache.
+func TestHelperFetchProcess(t *testing.T) {
+	u, dir, sha := os.Getenv("FETCH_HELPER_URL"), os.Getenv("FETCH_HELPER_CACHE"), os.Getenv("FETCH_HELPER_SHA")
+	if u == "" {
+		t.Skip("helper process for TestFetchURLTwoProcesses")
+	}
+	if _, err := FetchURL(context.Background(), URLSpec{URLs: []string{u}, SHA256: sha}, Cache{Dir: dir}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFetchURLTwoProcesses(t *testing.T) {
+	blob, sha := testBlob(400_000)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		serveBlob(w, r, blob)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFetchProcess$")
+		cmd.Env = append(os.Environ(), "FETCH_HELPER_URL="+srv.URL, "FETCH_HELPER_CACHE="+dir, "FETCH_HELPER_SHA="+sha)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("helper output:\n%s", out.String())
+			}
+		})
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+	}
+	checkCached(t, Cache{Dir: dir}, Cache{Dir: dir}.Path(sha), sha, blob)
+	if n.Load() != 1 {
+		t.Fatalf("%d downloads by two processes sharing a cache, want 1", n.Load())
 	}
 }
