@@ -197,13 +197,30 @@ func UmociUnpack(t testing.TB, dir, tag string) string {
 }
 
 // RunChroot runs argv inside rootfs with exactly env as environment and
-// returns its combined output.
+// returns its combined output. Like a container runtime it mounts /proc in
+// the rootfs for the duration: glibc expands $ORIGIN of the main program
+// through /proc/self/exe.
 func RunChroot(ctx context.Context, t testing.TB, rootfs string, env []string, argv ...string) (string, error) {
 	t.Helper()
 	NeedTools(t, "chroot", "env")
 	NeedRoot(t, "chroot")
+	chroot, _ := exec.LookPath("chroot") // env -i clears PATH
+	procDir := filepath.Join(rootfs, "proc")
+	if err := os.MkdirAll(procDir, 0o555); err != nil {
+		return "", err
+	}
+	if _, err := Run(ctx, "mount", "-t", "proc", "proc", procDir); err != nil {
+		return "", fmt.Errorf("mounting /proc in %s: %w", rootfs, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := Run(uctx, "umount", procDir); err != nil {
+			t.Errorf("unmounting %s: %v", procDir, err)
+		}
+	}()
 	args := append([]string{"-i"}, env...)
-	args = append(args, "chroot", rootfs)
+	args = append(args, chroot, rootfs)
 	args = append(args, argv...)
 	cmd := exec.CommandContext(ctx, "env", args...)
 	out, err := cmd.CombinedOutput()

@@ -1,0 +1,156 @@
+package images
+
+// Integration tests against the real tools around images: skopeo, umoci +
+// chroot, the Docker engine and a distribution registry server. They skip in
+// -short mode; a missing tool skips with the reason, or fails under
+// TRITONBUILD_REQUIRE_INTEGRATION=1 (CI).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"github.com/tritonbuild/tritonbuild/images/imagestest"
+)
+
+// helloImage assembles a scratch image around the compiled greet tree: the
+// stand-in for tritonserver that exercises the library closure for real.
+func helloImage(t *testing.T) *Assembly {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping integration test in -short mode")
+	}
+	tree := greetTree(t)
+	models := t.TempDir()
+	writeFiles(t, models, map[string]string{"hello/config.pbtxt": "name: \"hello\"\nbackend: \"python\"\n"})
+	return assemble(t, Options{
+		Trees:           []Tree{{Name: "hello", Version: "1.0", Hash: "h1", Dir: tree, License: "MIT"}},
+		Entrypoint:      []string{"/opt/tritonserver/bin/hello"},
+		Cmd:             []string{},
+		ModelRepository: models,
+		Epoch:           testEpoch,
+		Version:         "0.0.1-test",
+	})
+}
+
+func TestIntegrationLayoutSkopeoUmociChroot(t *testing.T) {
+	asm := helloImage(t)
+	imagestest.NeedTools(t, "skopeo", "umoci")
+	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	dir := filepath.Join(t.TempDir(), "oci")
+	if err := WriteLayout(context.Background(), asm.Image, dir, "test", OutputOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info := imagestest.SkopeoInspect(t, "oci:"+dir+":test")
+	if info["Digest"] != asm.Summary.Digest.String() {
+		t.Errorf("skopeo sees digest %v, assembled %s", info["Digest"], asm.Summary.Digest)
+	}
+	labels, _ := info["Labels"].(map[string]any)
+	if labels["dev.tritonbuild.recipe.hello"] != "1.0@h1" {
+		t.Errorf("skopeo labels %v", labels)
+	}
+
+	rootfs := imagestest.UmociUnpack(t, dir, "test")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := imagestest.RunChroot(ctx, t, rootfs, []string{"LD_LIBRARY_PATH="}, "/opt/tritonserver/bin/hello")
+	if err != nil || strings.TrimSpace(out) != "hello from tritonbuild 3.0" {
+		t.Fatalf("running the program in the unpacked image: %v\n%s", err, out)
+	}
+	// Only the closure is there: no shell, no unrelated libraries.
+	if _, err := os.Stat(filepath.Join(rootfs, "bin", "sh")); err == nil {
+		t.Error("the scratch image carries /bin/sh")
+	}
+	st, err := os.Stat(filepath.Join(rootfs, "tmp"))
+	if err != nil || st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		t.Errorf("/tmp: %v %v", st.Mode(), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(rootfs, "models", "hello", "config.pbtxt")); err != nil || !strings.Contains(string(b), "hello") {
+		t.Errorf("model repository not at /models: %v", err)
+	}
+}
+
+func TestIntegrationDockerLoadRunInspect(t *testing.T) {
+	asm := helloImage(t)
+	d := imagestest.NewDocker(t)
+	tag := fmt.Sprintf("tritonbuild-test/hello:%d", time.Now().UnixNano())
+	tb := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteTarball(context.Background(), asm.Image, tb, tag, OutputOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	loaded := d.Load(tb)
+	if !strings.HasSuffix(loaded, tag) {
+		t.Errorf("docker loaded %q, want %q", loaded, tag)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := d.Run(ctx, tag)
+	if err != nil || strings.TrimSpace(out) != "hello from tritonbuild 3.0" {
+		t.Fatalf("docker run: %v\n%s", err, out)
+	}
+	out, err = d.Run(ctx, tag, "with-an-argument")
+	if err != nil || strings.TrimSpace(out) != "hello from tritonbuild 4.0" {
+		t.Fatalf("docker run with an argument: %v\n%s", err, out)
+	}
+	ins := d.Inspect(tag)
+	if ins.Config.User != "1000:1000" {
+		t.Errorf("user %q", ins.Config.User)
+	}
+	for _, p := range []string{"8000/tcp", "8001/tcp", "8002/tcp"} {
+		if _, ok := ins.Config.ExposedPorts[p]; !ok {
+			t.Errorf("port %s not exposed: %v", p, ins.Config.ExposedPorts)
+		}
+	}
+	if ins.Config.Labels["dev.tritonbuild.recipe.hello"] != "1.0@h1" || ins.Config.Labels["org.opencontainers.image.version"] != "0.0.1-test" {
+		t.Errorf("labels %v", ins.Config.Labels)
+	}
+	cfgName, _ := asm.Image.ConfigName()
+	if ins.ID != cfgName.String() {
+		t.Errorf("docker image id %s, config digest %s", ins.ID, cfgName)
+	}
+}
+
+func TestIntegrationRegistryPushPull(t *testing.T) {
+	asm := helloImage(t)
+	reg := imagestest.StartRegistry(t)
+	ref := reg.Ref("tritonbuild/hello:test")
+	pushed, err := Push(context.Background(), asm.Image, ref, OutputOptions{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(pushed, "@"+asm.Summary.Digest.String()) {
+		t.Fatalf("pushed %s, want digest %s", pushed, asm.Summary.Digest)
+	}
+	r, err := name.ParseReference(pushed, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("pulling %s back: %v", pushed, err)
+	}
+	if err := validate.Image(got); err != nil {
+		t.Fatalf("pulled image invalid: %v", err)
+	}
+	gd, _ := got.Digest()
+	if gd != asm.Summary.Digest {
+		t.Fatalf("pulled %s, pushed %s", gd, asm.Summary.Digest)
+	}
+	// An independent client agrees.
+	info := imagestest.SkopeoInspect(t, "docker://"+pushed, "--tls-verify=false")
+	if info["Digest"] != asm.Summary.Digest.String() {
+		t.Errorf("skopeo sees %v", info["Digest"])
+	}
+	// Pushing again uploads nothing new and gives the same digest.
+	again, err := Push(context.Background(), asm.Image, ref, OutputOptions{Insecure: true})
+	if err != nil || again != pushed {
+		t.Fatalf("second push: %s %v", again, err)
+	}
+}
