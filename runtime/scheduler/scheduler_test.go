@@ -1,0 +1,227 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+)
+
+func linearSpec(name string, maxBatch int, params map[string]string) *backend.ModelSpec {
+	return &backend.ModelSpec{
+		Name: name, Version: 1, MaxBatchSize: maxBatch, Parameters: params,
+		Inputs:  []backend.TensorSpec{{Name: "X", DataType: backend.FP32, Dims: []int64{2}}},
+		Outputs: []backend.TensorSpec{{Name: "Y", DataType: backend.FP32, Dims: []int64{3}}},
+	}
+}
+
+func rowsRequest(rows int, base float32) *backend.Request {
+	data := make([]byte, rows*2*4)
+	for i := 0; i < rows*2; i++ {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(base+float32(i)))
+	}
+	return &backend.Request{Inputs: []backend.Tensor{{Name: "X", DataType: backend.FP32, Shape: []int64{int64(rows), 2}, Data: data}}}
+}
+
+func floats(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func TestDynamicBatchingGroupsRequestsAndAnswersEachOwnRows(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("m", 16, map[string]string{"fake_delay_us": "2000"}), Config{
+		Name: "m", MaxBatchSize: 16, Instances: 1,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{8}, MaxQueueDelay: 20 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 24)
+	for c := 0; c < 24; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rows := 1 + c%3
+			req := rowsRequest(rows, float32(c*10))
+			resp, err := s.Infer(context.Background(), req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			want := fake.Linear(floats(req.Inputs[0].Data), 2, 3)
+			got := floats(resp.Outputs[0].Data)
+			if len(got) != len(want) {
+				errs <- errors.New("wrong number of output values")
+				return
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					errs <- errors.New("a client got rows that are not its own")
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.InferenceCount != 48 { // 8 clients each of 1, 2 and 3 rows
+		t.Errorf("inference count %d, want 48", st.InferenceCount)
+	}
+	if st.ExecutionCount >= 24 {
+		t.Errorf("no batching happened: %d executions for 24 requests", st.ExecutionCount)
+	}
+	for _, b := range be.Batches("m") {
+		if b > 16 {
+			t.Errorf("batch of %d rows exceeds max_batch_size 16", b)
+		}
+	}
+	if st.Success.Count != 24 || st.Queue.Count != 24 || st.ComputeInfer.Count != 24 {
+		t.Errorf("request-level counts: %+v", st)
+	}
+	var execs uint64
+	for _, b := range st.Batches {
+		execs += b.ComputeInfer.Count
+	}
+	if execs != st.ExecutionCount {
+		t.Errorf("batch stats count %d executions, execution_count is %d", execs, st.ExecutionCount)
+	}
+}
+
+func TestQueueFullIsUnavailable(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("q", 4, map[string]string{"fake_delay_us": "50000"}), Config{
+		Name: "q", MaxBatchSize: 4, Instances: 1,
+		Dynamic: &Dynamic{MaxQueueSize: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	rejected := 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Infer(context.Background(), rowsRequest(4, 0))
+			var be *backend.Error
+			if errors.As(err, &be) && be.Code == backend.Unavailable {
+				mu.Lock()
+				rejected++
+				mu.Unlock()
+			} else if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if rejected == 0 {
+		t.Error("a queue of 1 with 8 concurrent full-batch requests must reject some")
+	}
+	if st := s.Stats(); st.Fail.Count != uint64(rejected) {
+		t.Errorf("fail count %d, rejected %d", st.Fail.Count, rejected)
+	}
+}
+
+func TestWithoutDynamicBatchingEachRequestRunsAlone(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("single", 8, nil), Config{Name: "single", MaxBatchSize: 8, Instances: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Infer(context.Background(), rowsRequest(2, 1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, b := range be.Batches("single") {
+		if b != 2 {
+			t.Fatalf("batches %v: every execution should be one request of 2 rows", be.Batches("single"))
+		}
+	}
+	if be.Instances("single") != 2 {
+		t.Errorf("instances %d", be.Instances("single"))
+	}
+}
+
+func TestErrorsAndBatchSizeLimits(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("e", 4, nil), Config{Name: "e", MaxBatchSize: 4, Dynamic: &Dynamic{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Infer(context.Background(), rowsRequest(5, 0)); err == nil {
+		t.Error("batch of 5 over max_batch_size 4 must fail")
+	}
+	resp, err := s.Infer(context.Background(), rowsRequest(1, fake.FailValue))
+	if err != nil || resp.Err == nil {
+		t.Errorf("per-request backend error should come back in the response: %v %v", resp, err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Infer(context.Background(), rowsRequest(1, 0))
+	var bErr *backend.Error
+	if !errors.As(err, &bErr) || bErr.Code != backend.Unavailable {
+		t.Errorf("after Close: %v", err)
+	}
+
+	failing, err := New(context.Background(), be, linearSpec("f", 4, map[string]string{"fake_fail": "execute"}), Config{Name: "f", MaxBatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Close(context.Background())
+	if _, err := failing.Infer(context.Background(), rowsRequest(1, 0)); !errors.As(err, &bErr) || bErr.Code != backend.Internal {
+		t.Errorf("failed execution: %v", err)
+	}
+	if st := failing.Stats(); st.Fail.Count != 1 || st.Success.Count != 0 {
+		t.Errorf("stats after failure: %+v", st)
+	}
+}
+
+func TestCloseDrainsAcceptedRequests(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("d", 4, map[string]string{"fake_delay_us": "20000"}), Config{Name: "d", MaxBatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); done <- err }()
+	}
+	for s.pending.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-done; err != nil {
+			t.Errorf("accepted request failed during drain: %v", err)
+		}
+	}
+}
