@@ -34,9 +34,9 @@ type Options struct {
 	// parallel; files with larger blocks are refused with a
 	// *NotParallelError. 0 means DefaultMaxBlockSize.
 	MaxBlockSize int64
-	// Progress, when set, is called from the reading goroutine with the
-	// number of compressed bytes whose decoded data has been handed out
-	// so far. It must be quick.
+	// Progress, when set, is called from the reading goroutine each time
+	// a block has been handed out completely, with the file offset where
+	// that block ends. It must be quick.
 	Progress func(compressedDone int64)
 }
 
@@ -102,7 +102,7 @@ type Reader struct {
 	cur      []byte // unread part of the current block
 	curBuf   []byte // the current block's buffer, recycled when done
 	haveCur  bool
-	done     int64 // compressed bytes of blocks fully handed out
+	done     int64 // file offset of the end of the last block handed out
 	err      error
 	closeErr sync.Once
 }
@@ -358,7 +358,8 @@ func verifyCheck(c CheckType, data, want []byte) error {
 // advance makes the next block current, waiting for its decoder.
 func (rd *Reader) advance() error {
 	if rd.haveCur {
-		rd.done += (rd.jobs[rd.next-1].UnpaddedSize + 3) &^ 3
+		j := &rd.jobs[rd.next-1]
+		rd.done = j.Offset + (j.UnpaddedSize+3)&^3
 		select {
 		case rd.free <- rd.curBuf:
 		default:
