@@ -239,3 +239,20 @@ func stubChildren(t *testing.T) map[int]bool {
 	}
 	return out
 }
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	rest := string(stat[bytes.LastIndexByte(stat, ')')+2:])
+	return !strings.HasPrefix(rest, "Z")
+}

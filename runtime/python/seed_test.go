@@ -1,12 +1,14 @@
 package python
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -61,27 +63,28 @@ func seedSpec(repo, modelDir string, maxBatch int, params map[string]string) *ba
 	}
 }
 
-// torchReference runs model.pt in /usr/bin/python3 directly on x (rows of
-// 10) and returns the flattened output.
-func torchReference(t *testing.T, modelPT string, x [][]float32) []float32 {
+// torchReference runs model.pt in /usr/bin/python3 directly, once per
+// input (rows of 10), and returns each flattened output.
+func torchReference(t *testing.T, modelPT string, xs ...[][]float32) [][]float32 {
 	t.Helper()
-	in, _ := json.Marshal(x)
+	in, _ := json.Marshal(xs)
 	script := `import json, sys, torch
 m = torch.jit.load(sys.argv[1]).eval()
-x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
 with torch.no_grad():
-    print(json.dumps(m(x).flatten().tolist()))`
+    print(json.dumps([m(torch.tensor(x, dtype=torch.float32)).flatten().tolist() for x in json.loads(sys.argv[2])]))`
 	out, err := exec.Command(systemPython, "-c", script, modelPT, string(in)).Output()
 	if err != nil {
 		t.Fatalf("torch reference: %v", err)
 	}
-	var vals []float64
+	var vals [][]float64
 	if err := json.Unmarshal(out, &vals); err != nil {
 		t.Fatalf("torch reference output %q: %v", out, err)
 	}
-	res := make([]float32, len(vals))
+	res := make([][]float32, len(vals))
 	for i, v := range vals {
-		res[i] = float32(v)
+		for _, f := range v {
+			res[i] = append(res[i], float32(f))
+		}
 	}
 	return res
 }
@@ -148,7 +151,7 @@ func TestSeedRepository(t *testing.T) {
 	if len(out.Shape) != 2 || out.Shape[0] != 2 || out.Shape[1] != 5 {
 		t.Fatalf("output shape %v, want [2 5]", out.Shape)
 	}
-	assertClose(t, fp32Values(t, out), torchReference(t, filepath.Join(modelDir, "1", "model.pt"), x), 1e-6)
+	assertClose(t, fp32Values(t, out), torchReference(t, filepath.Join(modelDir, "1", "model.pt"), x)[0], 1e-6)
 
 	if err := inst.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -168,9 +171,27 @@ func TestSeedBatched(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
 	spec := seedSpec(repo, modelDir, 32, nil)
 	before := stubChildren(t)
+	// Load the instances concurrently, as the repository does.
 	insts := make([]*Instance, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
 	for i := range insts {
-		insts[i] = load(t, b, spec, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst, err := b.NewInstance(context.Background(), spec, i)
+			if err == nil {
+				insts[i] = inst.(*Instance)
+				t.Cleanup(func() { inst.Close() })
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("NewInstance: %v", err)
+		}
 	}
 	pids := map[int]bool{}
 	for _, inst := range insts {
@@ -192,12 +213,13 @@ func TestSeedBatched(t *testing.T) {
 	modelPT := filepath.Join(modelDir, "1", "model.pt")
 	sizes := []int{1, 3, 2}
 	var reqs []*backend.Request
-	var want [][]float32
+	var xs [][][]float32
 	for i, n := range sizes {
 		x := rows(n, float32(i))
+		xs = append(xs, x)
 		reqs = append(reqs, &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT__0", []int64{int64(n), 10}, flat(x)...)}})
-		want = append(want, torchReference(t, modelPT, x))
 	}
+	want := torchReference(t, modelPT, xs...)
 	for _, inst := range insts {
 		resps := execute(t, inst, reqs...)
 		for i, r := range resps {

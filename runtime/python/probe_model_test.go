@@ -1,0 +1,273 @@
+package python
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+func probeRequest(vals ...float32) *backend.Request {
+	return &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{int64(len(vals))}, vals...)}}
+}
+
+func TestBatchReachesExecuteAsOneList(t *testing.T) {
+	requirePython(t)
+	b, logs := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	inst := load(t, b, spec, 0)
+	resps := execute(t, inst, probeRequest(1, 2), probeRequest(3), probeRequest(4, 5, 6))
+	want := [][]float32{{1, 2}, {3}, {4, 5, 6}}
+	for i, r := range resps {
+		assertClose(t, fp32Values(t, output(t, r, "OUTPUT")), want[i], 0)
+		batch := output(t, r, "BATCH")
+		if n := int64(batch.Data[0]) | int64(batch.Data[1])<<8; n != 3 {
+			t.Errorf("request %d: execute saw %d requests, want 3", i, n)
+		}
+		if cwd := bytesElems(t, output(t, r, "CWD")); len(cwd) != 1 || cwd[0] != spec.VersionDir {
+			t.Errorf("working directory %q, want the version directory %s", cwd, spec.VersionDir)
+		}
+	}
+	if !strings.Contains(logs.String(), "[probe/1#0] INFO: probe initialized for probe") {
+		t.Errorf("pb_utils.Logger output missing from the log:\n%s", logs.String())
+	}
+}
+
+func TestRequestedOutputsOnly(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	req := probeRequest(7)
+	req.Outputs = []string{"BATCH"}
+	resps := execute(t, inst, req)
+	if len(resps[0].Outputs) != 1 || resps[0].Outputs[0].Name != "BATCH" {
+		t.Fatalf("outputs %+v, want only BATCH", resps[0].Outputs)
+	}
+	req.Outputs = []string{"NOPE"}
+	resps = execute(t, inst, req)
+	if resps[0].Err == nil || !strings.Contains(resps[0].Err.Error(), `no output "NOPE"`) {
+		t.Fatalf("asking for a missing output: err %v", resps[0].Err)
+	}
+}
+
+func TestBytesRoundTrip(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	elems := []string{"hello", "", "w\xc3\xb6rld", "\x00\x01binary\xff", strings.Repeat("x", 5000)}
+	req := probeRequest(1)
+	req.Inputs = append(req.Inputs, bytesTensor("TEXT", elems...))
+	req.Outputs = []string{"TEXT_OUT"}
+	resps := execute(t, inst, req)
+	out := output(t, resps[0], "TEXT_OUT")
+	if out.DataType != backend.Bytes || len(out.Shape) != 1 || out.Shape[0] != int64(len(elems)) {
+		t.Fatalf("TEXT_OUT is %s %v", out.DataType, out.Shape)
+	}
+	got := bytesElems(t, out)
+	for i := range elems {
+		if got[i] != elems[i] {
+			t.Errorf("element %d: got %q, want %q", i, got[i], elems[i])
+		}
+	}
+	// Malformed BYTES fails that request alone, before reaching the stub.
+	bad := probeRequest(1)
+	bad.Inputs = append(bad.Inputs, backend.Tensor{Name: "TEXT", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{9, 0, 0, 0, 'a'}})
+	resps = execute(t, inst, bad, probeRequest(2))
+	if resps[0].Err == nil || resps[1].Err != nil {
+		t.Fatalf("malformed BYTES: errors %v / %v, want an error for the first request only", resps[0].Err, resps[1].Err)
+	}
+}
+
+// TestSharedMemoryGrows sends more than the initial region holds, and gets
+// back outputs that do not fit behind the inputs either (the stub grows it).
+func TestSharedMemoryGrows(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{ShmSize: 4096})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	vals := make([]float32, 300_000)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	for round := 0; round < 2; round++ {
+		resps := execute(t, inst, probeRequest(vals...), probeRequest(vals[:1000]...))
+		assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), vals, 0)
+		assertClose(t, fp32Values(t, output(t, resps[1], "OUTPUT")), vals[:1000], 0)
+	}
+	if inst.shm.size() < 2*4*len(vals) {
+		t.Errorf("shared memory is %d bytes, expected growth past %d", inst.shm.size(), 2*4*len(vals))
+	}
+}
+
+func TestExceptionFailsBatch(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	resps := execute(t, inst, probeRequest(1), probeRequest(-3))
+	for i, r := range resps {
+		if r.Err == nil || r.Err.Error() != "ValueError: boom" {
+			t.Errorf("request %d: err %v, want ValueError: boom", i, r.Err)
+		}
+	}
+	// The instance keeps working, in the same process.
+	pid := inst.PID()
+	resps = execute(t, inst, probeRequest(5))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{5}, 0)
+	if inst.PID() != pid || inst.Restarts() != 0 {
+		t.Errorf("an exception restarted the stub")
+	}
+}
+
+func TestErrorResponseFailsOneRequest(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	resps := execute(t, inst, probeRequest(1), probeRequest(-4), probeRequest(2))
+	if resps[1].Err == nil || resps[1].Err.Error() != "bad input" {
+		t.Fatalf("request 1: err %v, want bad input", resps[1].Err)
+	}
+	var be *backend.Error
+	if !errors.As(resps[1].Err, &be) || be.Code != backend.Internal {
+		t.Errorf("error %#v, want a *backend.Error with code Internal", resps[1].Err)
+	}
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{1}, 0)
+	assertClose(t, fp32Values(t, output(t, resps[2], "OUTPUT")), []float32{2}, 0)
+}
+
+func TestCrashRestarts(t *testing.T) {
+	requirePython(t)
+	b, logs := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	pid := inst.PID()
+	_, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(1), probeRequest(-1)})
+	if err == nil || !strings.Contains(err.Error(), "exited while running execute (exit status 7)") {
+		t.Fatalf("crash: err %v, want the stub's exit status 7", err)
+	}
+	resps := execute(t, inst, probeRequest(3))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{3}, 0)
+	if inst.PID() == pid || inst.Restarts() != 1 {
+		t.Errorf("pid %d -> %d, restarts %d: want a new stub after one restart", pid, inst.PID(), inst.Restarts())
+	}
+	if !strings.Contains(logs.String(), "probe initialized") {
+		t.Errorf("restart log missing")
+	}
+}
+
+func TestHangKilledAndRestarted(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	spec.BackendConfig[KeyExecuteTimeout] = "1"
+	inst := load(t, b, spec, 0)
+	pid := inst.PID()
+	start := time.Now()
+	_, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(-2)})
+	if err == nil || !strings.Contains(err.Error(), "did not finish running execute within 1s and was killed") {
+		t.Fatalf("hang: err %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("hang detected after %s, timeout was 1s", d)
+	}
+	if alive(pid) {
+		t.Errorf("hung stub %d still runs", pid)
+	}
+	resps := execute(t, inst, probeRequest(4))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{4}, 0)
+}
+
+// TestCanceledContextKeepsStub: a caller that gives up does not cost the
+// stub; its late reply is skipped and the next batch gets its own answer.
+func TestCanceledContextKeepsStub(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	pid := inst.PID()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := inst.Execute(ctx, []*backend.Request{probeRequest(11)}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: err %v", err)
+	}
+	resps := execute(t, inst, probeRequest(12))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{12}, 0)
+	if inst.PID() != pid {
+		t.Errorf("stub restarted after a canceled request")
+	}
+}
+
+func TestStubKilledWhileIdle(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	inst.mu.Lock()
+	proc := inst.proc
+	inst.mu.Unlock()
+	proc.cmd.Process.Kill()
+	<-proc.exited
+	resps := execute(t, inst, probeRequest(8))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{8}, 0)
+}
+
+func TestInitializeErrorFailsLoad(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", "import triton_python_backend_utils as pb_utils\n"+
+		"class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError('no weights here')\n"+
+		"    def execute(self, requests):\n        return []\n")
+	_, err := b.NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), "initialize raised RuntimeError: no weights here") {
+		t.Fatalf("err %v", err)
+	}
+	writeFile(t, spec.VersionDir+"/model.py", "import no_such_module_anywhere\n")
+	_, err = b.NewInstance(context.Background(), spec, 0)
+	if err == nil || !strings.Contains(err.Error(), "ModuleNotFoundError: No module named 'no_such_module_anywhere'") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestAutoCompleteConfig(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 0)
+	writeFile(t, spec.VersionDir+"/model.py", `import json
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        config.add_input({"name": "EXTRA", "data_type": "TYPE_INT32", "dims": [2]})
+        config.set_max_batch_size(4)
+        return config
+    def initialize(self, args):
+        cfg = json.loads(args["model_config"])
+        assert cfg["max_batch_size"] == 4, cfg
+        assert args["model_instance_kind"] == "CPU" and args["model_version"] == "1", args
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse() for _ in requests]
+`)
+	inst := load(t, b, spec, 0)
+	got := string(inst.CompletedConfig())
+	if !strings.Contains(got, `"EXTRA"`) || !strings.Contains(got, `"max_batch_size":4`) {
+		t.Errorf("completed config %s", got)
+	}
+}
+
+func TestClosedInstance(t *testing.T) {
+	requirePython(t)
+	b, logs := newTestBackend(t, Options{})
+	inst := load(t, b, probeSpec(t, 8), 0)
+	pid := inst.PID()
+	if err := inst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("stub %d runs after Close", pid)
+	}
+	if !strings.Contains(logs.String(), "[probe/1#0] probe finalized") {
+		t.Errorf("finalize output missing:\n%s", logs.String())
+	}
+	if _, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(1)}); err == nil {
+		t.Errorf("Execute after Close succeeded")
+	}
+}
