@@ -110,6 +110,11 @@ func FetchURL(ctx context.Context, spec URLSpec, cache Cache, opts Options) (str
 			fmt.Fprintf(opts.log(), "fetching %s: %v; trying %s\n", name, err, urls[i+1].Redacted())
 		}
 	}
+	// A non-empty partial file stays for the next run to resume; an empty
+	// one is only litter.
+	if fi, serr := os.Stat(cache.partPath(sha)); serr == nil && fi.Size() == 0 {
+		os.Remove(cache.partPath(sha))
+	}
 	err = fmt.Errorf("fetching %s (sha256 %s): every source failed: %w", name, sha, errors.Join(errs...))
 	if opts.Progress != nil {
 		opts.Progress.Finish(name, err)

@@ -494,17 +494,18 @@ func TestSourceInterface(t *testing.T) {
 	}
 }
 
-// TestHelperFetchProcess is not a test: TestFetchURLTwoProcesses runs the
-// test binary with it selected to get a second process fetching into the
-// same cache.
-func TestHelperFetchProcess(t *testing.T) {
-	u, dir, sha := os.Getenv("FETCH_HELPER_URL"), os.Getenv("FETCH_HELPER_CACHE"), os.Getenv("FETCH_HELPER_SHA")
-	if u == "" {
-		t.Skip("helper process for TestFetchURLTwoProcesses")
+// TestMain doubles as the second process of TestFetchURLTwoProcesses: with
+// FETCH_HELPER_URL set, the test binary fetches one file and exits.
+func TestMain(m *testing.M) {
+	if u := os.Getenv("FETCH_HELPER_URL"); u != "" {
+		spec := URLSpec{URLs: []string{u}, SHA256: os.Getenv("FETCH_HELPER_SHA")}
+		if _, err := FetchURL(context.Background(), spec, Cache{Dir: os.Getenv("FETCH_HELPER_CACHE")}, Options{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	if _, err := FetchURL(context.Background(), URLSpec{URLs: []string{u}, SHA256: sha}, Cache{Dir: dir}, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	os.Exit(m.Run())
 }
 
 func TestFetchURLTwoProcesses(t *testing.T) {
@@ -519,7 +520,7 @@ func TestFetchURLTwoProcesses(t *testing.T) {
 	dir := t.TempDir()
 	var cmds []*exec.Cmd
 	for i := 0; i < 2; i++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFetchProcess$")
+		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "FETCH_HELPER_URL="+srv.URL, "FETCH_HELPER_CACHE="+dir, "FETCH_HELPER_SHA="+sha)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -541,5 +542,55 @@ func TestFetchURLTwoProcesses(t *testing.T) {
 	checkCached(t, Cache{Dir: dir}, Cache{Dir: dir}.Path(sha), sha, blob)
 	if n.Load() != 1 {
 		t.Fatalf("%d downloads by two processes sharing a cache, want 1", n.Load())
+	}
+}
+
+func TestFetchURLCorruptPartialRetriedFromZero(t *testing.T) {
+	blob, sha := testBlob(50_000)
+	c := Cache{Dir: t.TempDir()}
+	if err := c.prepare(); err != nil {
+		t.Fatal(err)
+	}
+	// A partial file from an earlier run whose bytes are wrong.
+	if err := os.WriteFile(c.partPath(sha), bytes.Repeat([]byte{'x'}, 10_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ranges []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		mu.Unlock()
+		serveBlob(w, r, blob)
+	}))
+	defer srv.Close()
+	p, err := FetchURL(context.Background(), URLSpec{URLs: []string{srv.URL}, SHA256: sha}, c, fastOpts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCached(t, c, p, sha, blob)
+	if fmt.Sprint(ranges) != fmt.Sprint([]string{"bytes=10000-", ""}) {
+		t.Fatalf("Range headers %q: want a resume, then a fresh download after the mismatch", ranges)
+	}
+}
+
+func TestFetchURLSizeLimit(t *testing.T) {
+	blob, sha := testBlob(20_000)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Write(blob) // chunked, no length: only Size can stop it
+	}))
+	defer srv.Close()
+	c := Cache{Dir: t.TempDir()}
+	_, err := FetchURL(context.Background(), URLSpec{URLs: []string{srv.URL}, SHA256: sha, Size: 10_000}, c, fastOpts(t))
+	if err == nil || !strings.Contains(err.Error(), "more than the expected 10000 bytes") {
+		t.Fatalf("error %v", err)
+	}
+	if n.Load() != 1 {
+		t.Errorf("%d requests: an oversized answer is not retried", n.Load())
+	}
+	if left, _ := os.ReadDir(filepath.Join(c.Dir, "partial")); len(left) != 0 {
+		t.Errorf("partial/ holds %d entries after an oversized answer", len(left))
 	}
 }
