@@ -1,0 +1,811 @@
+package builder
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/builder/extract"
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
+)
+
+// Executor runs a plan's build nodes in dependency order.
+type Executor struct {
+	Store *Store
+	// ProjectDir anchors built-in recipes' local sources and patches.
+	ProjectDir string
+	Settings   Settings
+	// Jobs overrides the planned parallelism when > 0 (--jobs).
+	Jobs int
+	// Until stops a node's build after this step ("fetch", "configure",
+	// "build") without committing it; for debugging big builds.
+	Until string
+	// Targets builds only these build-system targets, without install or
+	// commit (--target).
+	Targets []string
+	// KeepWork keeps the build dir after a successful build.
+	KeepWork bool
+	// Fetch configures downloads (progress, retries, mirrors come from
+	// Settings.Mirrors).
+	FetchOptions fetch.Options
+	// Out receives progress and status lines for a person.
+	Out io.Writer
+	// Progress draws step progress (Ninja's [N/M]); nil prints nothing.
+	Progress StepProgress
+	// Jobs planner and launcher chain; nil runs commands directly with
+	// the planned -j.
+	Launcher LauncherFactory
+}
+
+// StepProgress follows a long step.
+type StepProgress interface {
+	Start(label string)
+	Update(done, total int)
+	Finish()
+}
+
+// LauncherFactory prepares the memory-aware launcher for one node's build.
+type LauncherFactory interface {
+	Prepare(ctx context.Context, n *Node, jobs JobPlan, stats string) (Launch, error)
+}
+
+// Launch is the environment and CMake arguments that route a node's
+// compile and link commands through a launcher, and the decision what to do
+// after a failed step.
+type Launch interface {
+	Env() []string
+	CMakeArgs() []string
+	// Wrap returns the compiler commands make/script builds should use.
+	Wrap(cc, cxx string) (string, string)
+	// Retry inspects a failed step; when the failure was an OOM kill it
+	// returns the lower job counts to resume with and a message.
+	Retry(err error, attempt int, jobs JobPlan) (JobPlan, string, bool)
+	Close() error
+}
+
+// StepError is a failed build step with what a person needs to act.
+type StepError struct {
+	Node    string
+	Step    string
+	Command string
+	Log     string
+	Tail    []string
+	Err     error
+}
+
+func (e *StepError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: step %s failed: %v\ncommand: %s\n", e.Node, e.Step, e.Err, e.Command)
+	if len(e.Tail) > 0 {
+		fmt.Fprintf(&b, "last %d lines of the log:\n", len(e.Tail))
+		for _, l := range e.Tail {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "full log: %s", e.Log)
+	return b.String()
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+func asStepError(err error, target **StepError) bool { return errors.As(err, target) }
+
+// ErrStopped is returned (wrapped) when --until or --target ended a build
+// early on purpose.
+var ErrStopped = errors.New("stopped early as asked")
+
+// Run builds every node with status build, in plan order.
+func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
+	for _, n := range nodes {
+		if n.Status != StatusBuild {
+			continue
+		}
+		if err := e.buildNode(ctx, plan, n); err != nil {
+			return err
+		}
+		n.Status, n.Reason = StatusCached, "built"
+	}
+	return nil
+}
+
+func (e *Executor) printf(format string, args ...any) {
+	if e.Out != nil {
+		fmt.Fprintf(e.Out, format, args...)
+	}
+}
+
+// nodeBuild is the state of one node's build.
+type nodeBuild struct {
+	e       *Executor
+	n       *Node
+	work    string
+	src     string
+	build   string
+	staging string
+	destdir string
+	prefix  string
+	logs    string
+	vars    map[string]string
+	env     []string
+	jobs    JobPlan
+	launch  Launch
+	cc, cxx string
+}
+
+func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
+	unlock, err := e.Store.Lock(ctx, n.Name+"-"+n.ShortHash())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	partial := e.Until != "" || len(e.Targets) > 0
+	if e.Store.Has(n) && n.Reason != "forced" && !partial {
+		e.printf("==> %s %s: built meanwhile by another process\n", n.Name, n.Version)
+		return nil
+	}
+	start := time.Now()
+	e.printf("==> building %s %s (%s)\n", n.Name, n.Version, n.ShortHash())
+	b := &nodeBuild{
+		e: e, n: n,
+		work:    e.Store.WorkDir(n),
+		staging: e.Store.stagingDir(n),
+		logs:    e.Store.LogDir(n),
+		prefix:  e.Store.TreeDir(n),
+	}
+	b.src = filepath.Join(b.work, "src")
+	b.build = filepath.Join(b.work, "build")
+	b.destdir = filepath.Join(b.staging, "destdir")
+	// A leftover staging dir belongs to a killed attempt: we hold the lock.
+	if err := os.RemoveAll(b.staging); err != nil {
+		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
+	}
+	if err := os.RemoveAll(b.logs); err != nil {
+		return fmt.Errorf("%s: clearing logs: %w", n.Name, err)
+	}
+	for _, d := range []string{b.work, b.logs, b.destdir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	b.jobs = e.jobPlan(n)
+	if err := b.prepareSource(ctx); err != nil {
+		return err
+	}
+	if e.Until == "fetch" {
+		e.printf("    sources ready in %s (stopped after fetch)\n", b.src)
+		return fmt.Errorf("%s: %w after fetch", n.Name, ErrStopped)
+	}
+	if e.Launcher != nil {
+		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n)); err != nil {
+			return fmt.Errorf("%s: preparing launcher: %w", n.Name, err)
+		}
+		defer b.launch.Close()
+	}
+	b.setupEnv(plan)
+	if err := b.runBuildSystem(ctx); err != nil {
+		return err
+	}
+	if partial {
+		return nil
+	}
+	// The tree was installed under DESTDIR at its final path; move it to
+	// staging/tree so that the commit is one rename.
+	inst := filepath.Join(b.destdir, b.prefix)
+	if _, err := os.Stat(inst); err != nil {
+		if err := os.MkdirAll(inst, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(inst, filepath.Join(b.staging, "tree")); err != nil {
+		return fmt.Errorf("%s: staging install tree: %w", n.Name, err)
+	}
+	if err := os.RemoveAll(b.destdir); err != nil {
+		return err
+	}
+	m, err := e.Store.commit(n, b.staging, nodeMeta(n))
+	if err != nil {
+		return err
+	}
+	if !e.KeepWork {
+		os.RemoveAll(b.work)
+	}
+	e.printf("    %s %s installed: %d files, %s, in %s\n", n.Name, n.Version, len(m.Files), m.Digest[:19], time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func nodeMeta(n *Node) NodeMeta {
+	m := NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
+	s := n.Ver.Source
+	switch s.Kind() {
+	case SourceURL:
+		m.SourceURL, m.SHA256 = s.URL, s.SHA256
+	case SourceApt:
+		m.SourceURL, m.SHA256 = "apt:"+s.Apt+"="+s.AptVersion+"/"+s.File, s.SHA256
+	case SourceGit:
+		m.SourceURL = "git+" + s.Git + "@" + s.Commit
+	case SourceLocal:
+		m.SourceURL = "local:" + n.SourceDigest
+	}
+	return m
+}
+
+// jobPlan picks the node's starting parallelism: --jobs, then build.yaml's
+// max, then the planned figure, then the CPU count.
+func (e *Executor) jobPlan(n *Node) JobPlan {
+	if e.Jobs > 0 {
+		return JobPlan{Compile: e.Jobs, Link: e.Jobs, Why: "--jobs " + strconv.Itoa(e.Jobs)}
+	}
+	if n.Jobs != nil {
+		return *n.Jobs
+	}
+	c := runtime.NumCPU()
+	if e.Settings.Jobs.Max > 0 {
+		c = e.Settings.Jobs.Max
+	}
+	return JobPlan{Compile: c, Link: c, Why: strconv.Itoa(c) + " CPUs"}
+}
+
+// prepareSource fills work/src once per hash: fetch, extract, patch. A
+// marker records completion so a resumed build keeps its sources and its
+// build dir.
+func (b *nodeBuild) prepareSource(ctx context.Context) error {
+	marker := filepath.Join(b.work, ".source-ready")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	n, e := b.n, b.e
+	os.RemoveAll(b.src)
+	os.RemoveAll(b.build)
+	tmp := b.src + ".tmp"
+	os.RemoveAll(tmp)
+	s := n.Ver.Source
+	archive, err := e.fetchSource(ctx, n)
+	if err != nil {
+		return err
+	}
+	if s.Kind() == SourceLocal {
+		dir := n.Recipe.resolvePath(s.Local, e.ProjectDir)
+		if err := copyTree(dir, tmp, func(rel string) bool { return excluded(rel, s.Exclude) }); err != nil {
+			return fmt.Errorf("%s %s: copying local source %s: %w", n.Name, n.Version, dir, err)
+		}
+	}
+	if archive != "" {
+		e.printf("    extracting %s\n", filepath.Base(archive))
+		if err := extract.Archive(ctx, archive, tmp, extract.Options{StripComponents: s.Strip}); err != nil {
+			return fmt.Errorf("%s %s: extracting source: %w", n.Name, n.Version, err)
+		}
+	}
+	patches := append(append([]Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
+	for i, p := range patches {
+		strip := 1
+		if p.Strip != nil {
+			strip = *p.Strip
+		}
+		file := n.Recipe.resolvePath(p.File, e.ProjectDir)
+		step := fmt.Sprintf("patch-%d", i+1)
+		if err := b.run(ctx, step, tmp, nil, "patch", "-p"+strconv.Itoa(strip), "--forward", "--batch", "-i", file); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, b.src); err != nil {
+		return fmt.Errorf("%s: %w", n.Name, err)
+	}
+	return writeFileSync(marker, nil)
+}
+
+// fetchSource puts the node's archive into the source cache and returns its
+// path ("" for local sources, which are read in place).
+func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
+	s := n.Ver.Source
+	var archive string
+	var err error
+	cache := e.Store.Sources()
+	switch s.Kind() {
+	case SourceURL:
+		archive, err = fetch.FetchURL(ctx, fetch.URLSpec{URLs: mirrorURLs(e.Settings.Mirrors, n.Name, s), SHA256: s.SHA256}, cache, e.FetchOptions)
+	case SourceApt:
+		archive, err = fetch.FetchApt(ctx, fetch.AptSpec{Package: s.Apt, Version: s.AptVersion, File: s.File, SHA256: s.SHA256}, cache, e.FetchOptions)
+	case SourceGit:
+		archive, err = fetch.FetchGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %s: fetching source: %w", n.Name, n.Version, err)
+	}
+	return archive, nil
+}
+
+// Fetch fills the source cache for nodes (externals skipped) so that a
+// later build needs no network.
+func (e *Executor) Fetch(ctx context.Context, nodes []*Node) error {
+	for _, n := range nodes {
+		if n.Status == StatusExternal {
+			continue
+		}
+		path, err := e.fetchSource(ctx, n)
+		if err != nil {
+			return err
+		}
+		if path != "" {
+			e.printf("    %s %s: %s\n", n.Name, n.Version, path)
+		}
+	}
+	return nil
+}
+
+// mirrorURLs puts the configured mirrors (MIRROR/NAME/FILE) and the
+// recipe's own mirrors before the upstream URL.
+func mirrorURLs(mirrors []string, name string, s Source) []string {
+	var out []string
+	file := path.Base(s.URL)
+	for _, m := range mirrors {
+		out = append(out, strings.TrimSuffix(m, "/")+"/"+name+"/"+file)
+	}
+	out = append(out, s.Mirrors...)
+	return append(out, s.URL)
+}
+
+// setupEnv builds a clean environment (nothing of the caller's shell but
+// the basics, so conda or LD_LIBRARY_PATH settings cannot leak into a
+// build) and the ${...} variables.
+func (b *nodeBuild) setupEnv(plan *Plan) {
+	n, e := b.n, b.e
+	vars := map[string]string{
+		"prefix": b.prefix, "src": b.src, "build": b.build, "name": n.Name, "version": n.Version,
+		"jobs": strconv.Itoa(b.jobs.Compile), "link_jobs": strconv.Itoa(b.jobs.Link),
+		"project": e.ProjectDir, "recipe_dir": n.Recipe.baseDir,
+	}
+	for k, v := range n.Options {
+		vars["options."+k] = renderOption(v, false)
+	}
+	var paths, prefixes []string
+	for _, d := range closureOf(n) {
+		p := e.Store.TreeDir(d)
+		vars["deps."+d.Name+".prefix"] = p
+		vars["deps."+d.Name+".version"] = d.Version
+		prefixes = append(prefixes, p)
+		if st, err := os.Stat(filepath.Join(p, "bin")); err == nil && st.IsDir() {
+			paths = append(paths, filepath.Join(p, "bin"))
+		}
+	}
+	b.cc, b.cxx = "cc", "c++"
+	if tc := n.Toolchain; tc != nil {
+		tp := e.Store.TreeDir(tc)
+		b.cc, b.cxx = filepath.Join(tp, "bin", "clang"), filepath.Join(tp, "bin", "clang++")
+		vars["toolchain.cc"], vars["toolchain.cxx"], vars["toolchain.prefix"] = b.cc, b.cxx, tp
+	}
+	b.vars = vars
+	keep := []string{"HOME", "USER", "LOGNAME", "TMPDIR", "TERM", "GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GONOSUMDB", "GOFLAGS", "GOTOOLCHAIN", "GONOSUMCHECK", "GOPRIVATE", "GOSUMDB", "http_proxy", "https_proxy", "no_proxy"}
+	var env []string
+	for _, k := range keep {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	sysPath := os.Getenv("PATH")
+	if sysPath == "" {
+		sysPath = "/usr/local/bin:/usr/bin:/bin"
+	}
+	// The go command lives wherever the caller's PATH found it.
+	if gobin, err := exec.LookPath("go"); err == nil {
+		paths = append(paths, filepath.Dir(gobin))
+	}
+	env = append(env,
+		"PATH="+strings.Join(append(paths, sysPath), ":"),
+		"LANG=C", "LC_ALL=C",
+		"SOURCE_DATE_EPOCH="+strconv.FormatInt(max(n.Ver.Epoch, 1), 10),
+		"CMAKE_PREFIX_PATH="+strings.Join(prefixes, ":"),
+		"DESTDIR="+b.destdir,
+	)
+	cc, cxx := b.cc, b.cxx
+	if b.launch != nil {
+		env = append(env, b.launch.Env()...)
+	}
+	// Reproducible trees: no build paths in objects or debug info, stable
+	// build ids derived from content.
+	prefixMap := "-ffile-prefix-map=" + b.work + "=/tritonbuild/" + n.Name + " -fdebug-prefix-map=" + b.work + "=/tritonbuild/" + n.Name
+	env = append(env, "CC="+cc, "CXX="+cxx,
+		"CFLAGS="+prefixMap, "CXXFLAGS="+prefixMap,
+		"LDFLAGS=-Wl,--build-id=sha1")
+	if n.Toolchain != nil {
+		tp := e.Store.TreeDir(n.Toolchain)
+		env = append(env, "LLVM_DIR="+filepath.Join(tp, "lib", "cmake", "llvm"), "LLVM_PATH="+tp)
+	}
+	for _, k := range sortedKeys(n.Recipe.Env) {
+		env = append(env, k+"="+b.expand(n.Recipe.Env[k], false))
+	}
+	b.env = env
+}
+
+// closureOf lists every node n depends on, transitively, deduplicated.
+func closureOf(n *Node) []*Node {
+	seen := map[string]bool{}
+	var out []*Node
+	var walk func(x *Node)
+	walk = func(x *Node) {
+		for _, d := range x.Deps {
+			if !seen[d.Name] {
+				seen[d.Name] = true
+				walk(d)
+				out = append(out, d)
+			}
+		}
+	}
+	walk(n)
+	return out
+}
+
+func renderOption(v any, cmake bool) string {
+	switch x := v.(type) {
+	case bool:
+		if cmake {
+			if x {
+				return "ON"
+			}
+			return "OFF"
+		}
+		return strconv.FormatBool(x)
+	case []string:
+		if cmake {
+			return strings.Join(x, ";")
+		}
+		return strings.Join(x, " ")
+	}
+	return fmt.Sprint(v)
+}
+
+// expand substitutes ${...} references; unknown ones stay for the shell.
+func (b *nodeBuild) expand(s string, cmake bool) string {
+	return refRE.ReplaceAllStringFunc(s, func(m string) string {
+		key := m[2 : len(m)-1]
+		if strings.HasPrefix(key, "options.") {
+			if v, ok := b.n.Options[strings.TrimPrefix(key, "options.")]; ok {
+				return renderOption(v, cmake)
+			}
+		}
+		if v, ok := b.vars[key]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+func (b *nodeBuild) runBuildSystem(ctx context.Context) error {
+	bs := b.n.Recipe.Build
+	switch {
+	case bs.CMake != nil:
+		return b.cmake(ctx, bs.CMake)
+	case bs.Make != nil:
+		return b.makeBuild(ctx, bs.Make)
+	case bs.Go != nil:
+		return b.goBuild(ctx, bs.Go)
+	case bs.Script != nil:
+		return b.script(ctx, bs.Script)
+	}
+	return fmt.Errorf("%s: no build system", b.n.Name)
+}
+
+func (b *nodeBuild) cmake(ctx context.Context, c *CMakeBuild) error {
+	gen := string(c.Generator)
+	if gen == "" {
+		gen = "Ninja"
+	}
+	bt := c.BuildType
+	if bt == "" {
+		bt = "Release"
+	}
+	if err := os.MkdirAll(b.build, 0o755); err != nil {
+		return err
+	}
+	configured := filepath.Join(b.build, ".configured")
+	if _, err := os.Stat(configured); err != nil {
+		args := []string{"-S", filepath.Join(b.src, c.SourceDir), "-B", b.build, "-G", gen,
+			"-DCMAKE_BUILD_TYPE=" + bt, "-DCMAKE_INSTALL_PREFIX=" + b.prefix,
+			"-DCMAKE_C_COMPILER=" + b.cc, "-DCMAKE_CXX_COMPILER=" + b.cxx,
+			"-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"}
+		if b.n.Toolchain != nil {
+			args = append(args, "-DLLVM_DIR="+filepath.Join(b.e.Store.TreeDir(b.n.Toolchain), "lib", "cmake", "llvm"))
+		}
+		if c.CompileJobsVar != "" {
+			args = append(args, "-D"+c.CompileJobsVar+"="+strconv.Itoa(b.jobs.Compile))
+		}
+		if c.LinkJobsVar != "" {
+			args = append(args, "-D"+c.LinkJobsVar+"="+strconv.Itoa(b.jobs.Link))
+		}
+		if b.launch != nil {
+			args = append(args, b.launch.CMakeArgs()...)
+		}
+		for _, k := range sortedKeys(c.Defines) {
+			args = append(args, "-D"+k+"="+b.expand(c.Defines[k], true))
+		}
+		if err := b.run(ctx, "configure", b.build, nil, "cmake", args...); err != nil {
+			return err
+		}
+		if err := writeFileSync(configured, nil); err != nil {
+			return err
+		}
+	}
+	if b.e.Until == "configure" {
+		b.e.printf("    configured in %s (stopped after configure)\n", b.build)
+		return nil
+	}
+	targets := c.Targets
+	if len(b.e.Targets) > 0 {
+		targets = b.e.Targets
+	}
+	buildArgs := []string{"--build", b.build}
+	for _, t := range targets {
+		buildArgs = append(buildArgs, "--target", b.expand(t, true))
+	}
+	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
+		return b.run(ctx, "build", b.build, nil, "cmake", append(buildArgs, "-j", strconv.Itoa(jobs.Compile))...)
+	}); err != nil {
+		return err
+	}
+	if b.e.Until == "build" || len(b.e.Targets) > 0 {
+		b.e.printf("    built in %s (stopped before install)\n", b.build)
+		return nil
+	}
+	if len(c.InstallComponents) == 0 {
+		return b.run(ctx, "install", b.build, nil, "cmake", "--install", b.build)
+	}
+	for _, comp := range c.InstallComponents {
+		if err := b.run(ctx, "install", b.build, nil, "cmake", "--install", b.build, "--component", comp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *nodeBuild) makeBuild(ctx context.Context, m *MakeBuild) error {
+	if len(m.Configure) > 0 {
+		args := make([]string, len(m.Configure))
+		for i, a := range m.Configure {
+			args[i] = b.expand(a, false)
+		}
+		if err := b.run(ctx, "configure", b.src, nil, args[0], args[1:]...); err != nil {
+			return err
+		}
+	}
+	cc, cxx := b.cc, b.cxx
+	if b.launch != nil {
+		cc, cxx = b.launch.Wrap(cc, cxx)
+	}
+	var extra []string
+	for _, a := range m.Args {
+		extra = append(extra, b.expand(a, false))
+	}
+	extra = append(extra, "CC="+cc, "CXX="+cxx, "PREFIX="+b.prefix, "prefix="+b.prefix)
+	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
+		args := append([]string{"-j" + strconv.Itoa(jobs.Compile)}, m.Targets...)
+		return b.run(ctx, "build", b.src, nil, "make", append(args, extra...)...)
+	}); err != nil {
+		return err
+	}
+	if b.e.Until == "build" || len(b.e.Targets) > 0 {
+		return nil
+	}
+	install := m.Install
+	if len(install) == 0 {
+		install = []string{"install"}
+	}
+	return b.run(ctx, "install", b.src, nil, "make", append(append(install, extra...), "DESTDIR="+b.destdir)...)
+}
+
+func (b *nodeBuild) goBuild(ctx context.Context, g *GoBuild) error {
+	out := filepath.Join(b.destdir, b.prefix, "bin")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-o", out + "/"}
+	if len(g.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(g.Tags, ","))
+	}
+	// An empty build id keeps the binary identical across work dirs.
+	ldflags := strings.TrimSpace("-buildid= " + b.expand(g.LDFlags, false))
+	args = append(args, "-ldflags", ldflags)
+	args = append(args, g.Packages...)
+	cgo := "0"
+	if g.CGO {
+		cgo = "1"
+	}
+	return b.run(ctx, "build", b.src, []string{"CGO_ENABLED=" + cgo}, "go", args...)
+}
+
+func (b *nodeBuild) script(ctx context.Context, s *ScriptBuild) error {
+	cc, cxx := b.cc, b.cxx
+	if b.launch != nil {
+		cc, cxx = b.launch.Wrap(cc, cxx)
+	}
+	if err := os.MkdirAll(b.build, 0o755); err != nil {
+		return err
+	}
+	for _, st := range s.Steps {
+		script := b.expand(st.Run, false)
+		if err := b.runWithRetry(ctx, st.Name, func(jobs JobPlan) error {
+			return b.run(ctx, st.Name, b.src, []string{"CC=" + cc, "CXX=" + cxx, "JOBS=" + strconv.Itoa(jobs.Compile), "PREFIX=" + b.prefix}, "bash", "-euo", "pipefail", "-c", script)
+		}); err != nil {
+			return err
+		}
+		if b.e.Until == st.Name {
+			return nil
+		}
+	}
+	return nil
+}
+
+// runWithRetry runs a parallel step and, when the launcher says a failure
+// was an OOM kill, resumes the same build dir with fewer jobs.
+func (b *nodeBuild) runWithRetry(ctx context.Context, step string, f func(JobPlan) error) error {
+	jobs := b.jobs
+	for attempt := 1; ; attempt++ {
+		err := f(jobs)
+		if err == nil || b.launch == nil || ctx.Err() != nil {
+			return err
+		}
+		next, msg, ok := b.launch.Retry(err, attempt, jobs)
+		if !ok {
+			if msg != "" {
+				return fmt.Errorf("%w\n%s", err, msg)
+			}
+			return err
+		}
+		b.e.printf("    %s: %s\n", b.n.Name, msg)
+		jobs = next
+	}
+}
+
+var progressRE = regexp.MustCompile(`^\[\s*(\d+)/(\d+)\]|^\[\s*(\d+)%\]`)
+
+// run executes one command with the node's env, appending its output to
+// logs/<step>.log; on failure the error carries the log's tail.
+func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string, name string, args ...string) error {
+	logPath := filepath.Join(b.logs, step+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: opening log: %w", b.n.Name, err)
+	}
+	defer logf.Close()
+	cmdline := name + " " + shellJoin(args)
+	fmt.Fprintf(logf, "$ %s\n", cmdline)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, b.env...), extraEnv...)
+	cmd.WaitDelay = 5 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	tail := newTail(40)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	prog := b.e.Progress
+	if prog != nil {
+		prog.Start(b.n.Name + " " + step)
+	}
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			logf.WriteString(line + "\n")
+			tail.add(line)
+			if prog != nil {
+				if m := progressRE.FindStringSubmatch(line); m != nil {
+					if m[1] != "" {
+						d, _ := strconv.Atoi(m[1])
+						t, _ := strconv.Atoi(m[2])
+						prog.Update(d, t)
+					} else {
+						p, _ := strconv.Atoi(m[3])
+						prog.Update(p, 100)
+					}
+				}
+			}
+		}
+		io.Copy(logf, pr) // drain an over-long line
+	}()
+	err = cmd.Run()
+	pw.Close()
+	wg.Wait()
+	if prog != nil {
+		prog.Finish()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: step %s interrupted: %w", b.n.Name, step, ctx.Err())
+		}
+		return &StepError{Node: b.n.Name, Step: step, Command: cmdline, Log: logPath, Tail: tail.lines(), Err: err}
+	}
+	return nil
+}
+
+type tailBuf struct {
+	max int
+	buf []string
+}
+
+func newTail(n int) *tailBuf { return &tailBuf{max: n} }
+
+func (t *tailBuf) add(l string) {
+	t.buf = append(t.buf, l)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+}
+
+func (t *tailBuf) lines() []string { return t.buf }
+
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$;&|<>()*?[]#~") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// copyTree copies a local source directory (files, dirs, symlinks) into
+// dest, skipping what ignore matches and the VCS metadata.
+func copyTree(src, dest string, ignore func(rel string) bool) error {
+	return filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		rel = filepath.ToSlash(rel)
+		if rel != "." && (ignore(rel) || filepath.Base(p) == ".git") {
+			if info.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dest, rel)
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case info.IsDir():
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
+		case info.Mode().IsRegular():
+			return copyFile(p, target, info.Mode().Perm())
+		}
+		return nil
+	})
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+var _ = sort.Strings

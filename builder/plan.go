@@ -1,0 +1,516 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
+)
+
+// Status says what executing the plan will do with a node.
+type Status string
+
+// Node statuses.
+const (
+	StatusCached   Status = "cached"
+	StatusExternal Status = "external"
+	StatusBuild    Status = "build"
+)
+
+// Node is one recipe at one version with resolved options.
+type Node struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Hash    string `json:"hash"`
+	Status  Status `json:"status"`
+	// Reason says why the status (e.g. "not in store", "forced").
+	Reason  string   `json:"reason,omitempty"`
+	Depends []string `json:"depends"`
+	// External is the installed prefix standing in for this node.
+	External string `json:"external,omitempty"`
+	// Jobs is the parallelism the build would start with, and why.
+	Jobs *JobPlan `json:"jobs,omitempty"`
+
+	Recipe       *Recipe        `json:"-"`
+	Ver          *Version       `json:"-"`
+	Options      map[string]any `json:"-"`
+	Deps         []*Node        `json:"-"`
+	Toolchain    *Node          `json:"-"`
+	SourceDigest string         `json:"-"`
+	// Identity is what dependents hash for an external: its detected
+	// version and path.
+	Identity string `json:"-"`
+}
+
+// ShortHash is the first 16 hex digits, used in directory names.
+func (n *Node) ShortHash() string { return n.Hash[:16] }
+
+// JobPlan is the planned parallelism for a node.
+type JobPlan struct {
+	Compile int    `json:"compile"`
+	Link    int    `json:"link"`
+	Why     string `json:"why"`
+	// budget is the memory the broker may grant at once.
+	budget int64
+}
+
+// Plan is the resolved graph in dependency order.
+type Plan struct {
+	Nodes []*Node `json:"nodes"`
+	// Epoch is the default SOURCE_DATE_EPOCH: the newest pinned source date.
+	Epoch int64 `json:"-"`
+}
+
+// Node returns the named node or nil.
+func (p *Plan) Node(name string) *Node {
+	for _, n := range p.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Closure returns the named nodes and everything they depend on, in
+// dependency order.
+func (p *Plan) Closure(names ...string) []*Node {
+	want := map[string]bool{}
+	var mark func(n *Node)
+	mark = func(n *Node) {
+		if want[n.Name] {
+			return
+		}
+		want[n.Name] = true
+		for _, d := range n.Deps {
+			mark(d)
+		}
+	}
+	for _, name := range names {
+		if n := p.Node(name); n != nil {
+			mark(n)
+		}
+	}
+	var out []*Node
+	for _, n := range p.Nodes {
+		if want[n.Name] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// PlanOptions are the inputs of planning besides the recipes.
+type PlanOptions struct {
+	Settings Settings
+	// Targets to plan; empty means Settings.Targets.
+	Targets []string
+	// Store answers "is this hash built?"; nil plans everything as build.
+	Store *Store
+	// Force rebuilds these nodes even when cached.
+	Force []string
+	// ProjectDir anchors built-in recipes' local sources.
+	ProjectDir string
+	// Platform identifies the target (default GOOS/GOARCH).
+	Platform string
+	// HostCompiler identifies the system compiler for nodes without a
+	// toolchain (default: first line of `cc --version`).
+	HostCompiler string
+}
+
+// MakePlan resolves targets into nodes with content hashes. It never
+// touches the network; it reads local sources to hash them, runs the probes
+// of externals, and asks the store which hashes exist.
+func MakePlan(ctx context.Context, set *RecipeSet, opts PlanOptions) (*Plan, error) {
+	targets := opts.Targets
+	if len(targets) == 0 {
+		targets = opts.Settings.Targets
+	}
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("nothing to plan: no targets given and build.yaml lists none")
+	}
+	if opts.Platform == "" {
+		opts.Platform = runtime.GOOS + "/" + runtime.GOARCH
+	}
+	pl := &planner{set: set, opts: opts, nodes: map[string]*Node{}}
+	for name := range opts.Settings.Options {
+		if set.Get(name) == nil {
+			return nil, fmt.Errorf("build config sets options for %q, which is not a known recipe", name)
+		}
+	}
+	for name := range opts.Settings.Externals {
+		if set.Get(name) == nil {
+			return nil, fmt.Errorf("build config names external %q, which is not a known recipe", name)
+		}
+	}
+	for _, t := range targets {
+		if _, err := pl.resolve(ctx, t, "", nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range opts.Force {
+		if pl.nodes[f] == nil {
+			return nil, fmt.Errorf("--force %s: not in the plan (targets: %s)", f, strings.Join(targets, ", "))
+		}
+	}
+	plan := &Plan{Nodes: pl.order}
+	for _, n := range plan.Nodes {
+		if n.Ver.Epoch > plan.Epoch {
+			plan.Epoch = n.Ver.Epoch
+		}
+	}
+	return plan, nil
+}
+
+type planner struct {
+	set   *RecipeSet
+	opts  PlanOptions
+	nodes map[string]*Node
+	order []*Node
+	cc    string
+}
+
+func (pl *planner) resolve(ctx context.Context, name string, constraint Constraint, path []string) (*Node, error) {
+	if n := pl.nodes[name]; n != nil {
+		if !constraint.Match(n.Version) {
+			return nil, fmt.Errorf("%s needs %s %s, but %s %s is selected", strings.Join(path, " -> "), name, constraint, name, n.Version)
+		}
+		return n, nil
+	}
+	r := pl.set.Get(name)
+	if r == nil {
+		return nil, fmt.Errorf("unknown recipe %q (known: %s)", name, strings.Join(pl.set.Names(), ", "))
+	}
+	ver, err := pl.pickVersion(r, constraint)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Name: name, Version: ver.Version, Recipe: r, Ver: ver, Depends: []string{}}
+	if n.Options, err = resolveOptions(r, pl.opts.Settings.Options[name]); err != nil {
+		return nil, err
+	}
+	for _, dep := range r.Depends {
+		d, err := pl.resolve(ctx, dep.Name, dep.Version, append(path, name))
+		if err != nil {
+			return nil, err
+		}
+		n.Deps = append(n.Deps, d)
+		n.Depends = append(n.Depends, d.Name)
+	}
+	if r.Toolchain != "" {
+		tc, err := pl.resolve(ctx, r.Toolchain, "", append(path, name))
+		if err != nil {
+			return nil, err
+		}
+		n.Toolchain = tc
+		if !contains(n.Depends, tc.Name) {
+			n.Deps = append(n.Deps, tc)
+			n.Depends = append(n.Depends, tc.Name)
+		}
+	}
+	if err := pl.finish(ctx, n); err != nil {
+		return nil, err
+	}
+	pl.nodes[name] = n
+	pl.order = append(pl.order, n)
+	return n, nil
+}
+
+func (pl *planner) pickVersion(r *Recipe, c Constraint) (*Version, error) {
+	if want, ok := pl.opts.Settings.Versions[r.Name]; ok {
+		v := r.FindVersion(want)
+		if v == nil {
+			var have []string
+			for _, v := range r.Versions {
+				have = append(have, v.Version)
+			}
+			return nil, fmt.Errorf("build config pins %s to %q, but the recipe (%s) has only %s", r.Name, want, r.file, strings.Join(have, ", "))
+		}
+		if !c.Match(v.Version) {
+			return nil, fmt.Errorf("build config pins %s to %s, which does not satisfy %q", r.Name, want, c)
+		}
+		return v, nil
+	}
+	if def := r.DefaultVersion(); c.Match(def.Version) {
+		return def, nil
+	}
+	if m := r.VersionsMatching(c); len(m) > 0 {
+		return m[0], nil
+	}
+	return nil, fmt.Errorf("no version of %s satisfies %q", r.Name, c)
+}
+
+// resolveOptions merges build.yaml values over the recipe's defaults, with
+// types checked.
+func resolveOptions(r *Recipe, set map[string]any) (map[string]any, error) {
+	out := map[string]any{}
+	for name, o := range r.Options {
+		v, _ := coerceOption(o, o.Default)
+		out[name] = v
+	}
+	for name, v := range set {
+		o, ok := r.Options[name]
+		if !ok {
+			return nil, fmt.Errorf("build config sets option %s.%s, but recipe %s declares no such option (it has: %s)", r.Name, name, r.file, strings.Join(sortedKeys(r.Options), ", "))
+		}
+		cv, err := coerceOption(o, v)
+		if err != nil {
+			return nil, fmt.Errorf("build config option %s.%s: %v", r.Name, name, err)
+		}
+		out[name] = cv
+	}
+	return out, nil
+}
+
+// finish computes the node's source digest, identity, hash and status.
+func (pl *planner) finish(ctx context.Context, n *Node) error {
+	if ext, ok := pl.opts.Settings.Externals[n.Name]; ok {
+		version, err := ProbeExternal(ctx, n.Recipe, ext)
+		if err != nil {
+			return err
+		}
+		n.External = ext
+		// Show what is installed, not what the recipe would build.
+		if version != "unknown" && version != "" {
+			n.Version = version
+		}
+		n.Status = StatusExternal
+		n.Reason = "external " + ext + " (" + version + ")"
+		n.Identity = version + "@" + ext
+		n.Hash = hashJSON(map[string]any{"external": n.Name, "version": version, "path": ext, "platform": pl.opts.Platform})
+		return nil
+	}
+	digest, err := pl.sourceDigest(n)
+	if err != nil {
+		return err
+	}
+	n.SourceDigest = digest
+	deps := map[string]string{}
+	for _, d := range n.Deps {
+		deps[d.Name] = d.Hash
+	}
+	compiler := ""
+	if n.Toolchain == nil {
+		compiler = pl.hostCompiler(ctx)
+	}
+	canon, err := n.Recipe.canonical(n.Ver)
+	if err != nil {
+		return err
+	}
+	n.Hash = hashJSON(map[string]any{
+		"recipe":   canon,
+		"source":   digest,
+		"options":  n.Options,
+		"deps":     deps,
+		"compiler": compiler,
+		"platform": pl.opts.Platform,
+	})
+	switch {
+	case contains(pl.opts.Force, n.Name):
+		n.Status, n.Reason = StatusBuild, "forced"
+	case pl.opts.Store != nil && pl.opts.Store.Has(n):
+		n.Status, n.Reason = StatusCached, "in store"
+	default:
+		n.Status, n.Reason = StatusBuild, "not in store"
+		for _, d := range n.Deps {
+			if d.Status == StatusBuild {
+				n.Reason = "not in store; dependency " + d.Name + " is built first"
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// sourceDigest is the content identity of the node's sources: the sha256
+// for archives, the commit for git, a tree hash for local directories.
+// Patches' contents are included.
+func (pl *planner) sourceDigest(n *Node) (string, error) {
+	s := n.Ver.Source
+	var id string
+	switch s.Kind() {
+	case SourceURL, SourceApt:
+		id = "sha256:" + s.SHA256
+	case SourceGit:
+		id = "git:" + s.Commit
+	case SourceLocal:
+		dir := n.Recipe.resolvePath(s.Local, pl.opts.ProjectDir)
+		ex := s.Exclude
+		h, err := fetch.HashDir(dir, func(rel string) bool { return excluded(rel, ex) })
+		if err != nil {
+			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.file, dir, err)
+		}
+		id = "local:" + h
+	}
+	patches := append(append([]Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
+	for _, p := range patches {
+		data, err := os.ReadFile(n.Recipe.resolvePath(p.File, pl.opts.ProjectDir))
+		if err != nil {
+			return "", fmt.Errorf("%s: patch %s: %w", n.Recipe.file, p.File, err)
+		}
+		sum := sha256.Sum256(data)
+		got := hex.EncodeToString(sum[:])
+		if p.SHA256 != "" && p.SHA256 != got {
+			return "", fmt.Errorf("%s: patch %s: sha256 %s, recipe says %s", n.Recipe.file, p.File, got, p.SHA256)
+		}
+		id += "+patch:" + got
+	}
+	return id, nil
+}
+
+// excluded matches a slash path against exclude patterns: a pattern matches
+// the path itself or any directory prefix, with filepath.Match globs.
+func excluded(rel string, patterns []string) bool {
+	parts := strings.Split(rel, "/")
+	for _, p := range patterns {
+		p = strings.TrimSuffix(p, "/")
+		for i := 1; i <= len(parts); i++ {
+			if ok, _ := filepath.Match(p, strings.Join(parts[:i], "/")); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Recipe) resolvePath(p, projectDir string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	base := r.baseDir
+	if r.builtin && projectDir != "" {
+		base = projectDir
+	}
+	return filepath.Join(base, p)
+}
+
+func (pl *planner) hostCompiler(ctx context.Context) string {
+	if pl.opts.HostCompiler != "" {
+		return pl.opts.HostCompiler
+	}
+	if pl.cc == "" {
+		pl.cc = "none"
+		if out, err := exec.CommandContext(ctx, "cc", "--version").Output(); err == nil {
+			pl.cc = strings.SplitN(string(out), "\n", 2)[0]
+		}
+	}
+	return pl.cc
+}
+
+// canonical is the recipe as hashed: the decoded struct with only the
+// selected version, re-encoded as JSON, so formatting and comments in the
+// YAML do not change hashes but every semantic field does.
+func (r *Recipe) canonical(v *Version) (json.RawMessage, error) {
+	c := *r
+	c.Versions = []Version{*v}
+	c.Description, c.Homepage = "", ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding recipe %s: %w", r.Name, err)
+	}
+	return b, nil
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("hashJSON: %v", err)) // only maps of plain values reach here
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ExternalError says which probe check rejected an external and what to do.
+type ExternalError struct {
+	Name, Path, Check, Detail, Help string
+}
+
+func (e *ExternalError) Error() string {
+	msg := fmt.Sprintf("external %s at %s rejected: check %q failed: %s", e.Name, e.Path, e.Check, e.Detail)
+	if e.Help != "" {
+		msg += "; " + e.Help
+	}
+	return msg
+}
+
+// ProbeExternal runs the recipe's probe against prefix and returns the
+// detected version. Every check must pass.
+func ProbeExternal(ctx context.Context, r *Recipe, prefix string) (string, error) {
+	if r.Probe == nil {
+		return "", fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.file)
+	}
+	if st, err := os.Stat(prefix); err != nil || !st.IsDir() {
+		return "", &ExternalError{Name: r.Name, Path: prefix, Check: "prefix exists", Detail: "no such directory", Help: firstHelp(r.Probe)}
+	}
+	run := func(script string) (string, error) {
+		cmd := exec.CommandContext(ctx, "bash", "-c", script)
+		cmd.Env = append(os.Environ(), "PREFIX="+prefix)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	for _, c := range r.Probe.Checks {
+		if c.File != "" {
+			if _, err := os.Stat(filepath.Join(prefix, c.File)); err != nil {
+				return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: filepath.Join(prefix, c.File) + " is missing", Help: c.Help}
+			}
+			continue
+		}
+		out, err := run(c.Run)
+		if err != nil {
+			return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: fmt.Sprintf("`%s` failed: %v: %s", c.Run, err, lastLine(out)), Help: c.Help}
+		}
+		if c.Expect != "" && !regexp.MustCompile(c.Expect).MatchString(out) {
+			return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: fmt.Sprintf("`%s` printed %q, want a match of %q", c.Run, lastLine(out), c.Expect), Help: c.Help}
+		}
+	}
+	version := "unknown"
+	if v := r.Probe.Version; v != nil {
+		out, err := run(v.Run)
+		if err != nil {
+			return "", &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("`%s` failed: %v", v.Run, err), Help: firstHelp(r.Probe)}
+		}
+		version = strings.SplitN(out, "\n", 2)[0]
+		if v.Regex != "" {
+			m := regexp.MustCompile(v.Regex).FindStringSubmatch(out)
+			if m == nil {
+				return "", &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("no match of %q in %q", v.Regex, lastLine(out))}
+			}
+			version = m[len(m)-1]
+		}
+	}
+	return version, nil
+}
+
+func firstHelp(p *Probe) string {
+	for _, c := range p.Checks {
+		if c.Help != "" {
+			return c.Help
+		}
+	}
+	return ""
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// SortedNames returns node names in plan order (dependencies first).
+func (p *Plan) SortedNames() []string {
+	out := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		out[i] = n.Name
+	}
+	return out
+}
+
+var _ = sort.Strings

@@ -1,0 +1,158 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ProjectOptions locate a project's config, recipes and store.
+type ProjectOptions struct {
+	// ConfigFile is build.yaml; when it does not exist and was not named
+	// explicitly, defaults apply with the current directory as root.
+	ConfigFile     string
+	ConfigExplicit bool
+	Profile        string
+	RecipeDirs     []string // --recipes, overlaid after build.yaml's recipes_dirs
+	StoreDir       string   // --store; else build.yaml, TRITONBUILD_STORE, cache dir
+	Builtin        fs.FS    // the embedded built-in recipes
+	BuiltinLabel   string
+	ProjectDirHint string // where built-in local sources live (default: config dir)
+}
+
+// Project is a loaded build.yaml, its recipes and its store.
+type Project struct {
+	Config   *Config
+	Settings Settings
+	Recipes  *RecipeSet
+	Store    *Store
+	// Dir anchors relative paths and the built-in recipes' local sources.
+	Dir string
+}
+
+// OpenProject loads build.yaml (with the profile applied), the built-in
+// and user recipes, and opens the store.
+func OpenProject(opts ProjectOptions) (*Project, error) {
+	var cfg *Config
+	if _, err := os.Stat(opts.ConfigFile); err == nil || opts.ConfigExplicit {
+		c, err := LoadConfig(opts.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	} else {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		cfg = &Config{file: "(defaults)", dir: wd}
+	}
+	settings, err := cfg.Resolve(opts.Profile)
+	if err != nil {
+		return nil, err
+	}
+	dir := cfg.dir
+	if opts.ProjectDirHint != "" {
+		dir = opts.ProjectDirHint
+	}
+	label := opts.BuiltinLabel
+	if label == "" {
+		label = "recipes"
+	}
+	dirs := []RecipeDir{{FS: opts.Builtin, Label: label, BaseDir: dir, Builtin: true}}
+	for _, d := range settings.RecipesDirs {
+		dirs = append(dirs, OSRecipeDir(cfg.Abs(d)))
+	}
+	for _, d := range opts.RecipeDirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--recipes %s: not a directory", d)
+		}
+		dirs = append(dirs, OSRecipeDir(d))
+	}
+	set, err := LoadRecipes(dirs...)
+	if err != nil {
+		return nil, err
+	}
+	storeDir := opts.StoreDir
+	if storeDir == "" {
+		if os.Getenv("TRITONBUILD_STORE") != "" {
+			storeDir = os.Getenv("TRITONBUILD_STORE")
+		} else if settings.Store != "" {
+			storeDir = cfg.Abs(settings.Store)
+		} else {
+			storeDir = DefaultStoreDir()
+		}
+	}
+	store, err := OpenStore(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range settings.Externals {
+		settings.Externals[name] = cfg.Abs(p)
+	}
+	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: store, Dir: dir}, nil
+}
+
+// Plan resolves targets (default: build.yaml's) against the store.
+func (p *Project) Plan(ctx context.Context, targets, force []string) (*Plan, error) {
+	return MakePlan(ctx, p.Recipes, PlanOptions{
+		Settings:   p.Settings,
+		Targets:    targets,
+		Store:      p.Store,
+		Force:      force,
+		ProjectDir: p.Dir,
+	})
+}
+
+// FindConfig walks up from dir to the nearest build.yaml, so commands work
+// from subdirectories like git does. It returns "build.yaml" when none.
+func FindConfig(dir string) string {
+	for d := dir; ; {
+		p := filepath.Join(d, "build.yaml")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "build.yaml"
+		}
+		d = parent
+	}
+}
+
+var errNoLogs = errors.New("no logs")
+
+// Logs lists the step logs of the node's latest build attempt, in the
+// order the steps ran.
+func (p *Project) Logs(n *Node) ([]string, error) {
+	dir := p.Store.LogDir(n)
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return nil, fmt.Errorf("%s %s (%s): %w in %s: it has not been built from this plan yet", n.Name, n.Version, n.ShortHash(), errNoLogs, dir)
+	}
+	type entry struct {
+		path string
+		mod  int64
+	}
+	var list []entry
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		list = append(list, entry{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
+	}
+	for i := 1; i < len(list); i++ {
+		for j := i; j > 0 && list[j].mod < list[j-1].mod; j-- {
+			list[j], list[j-1] = list[j-1], list[j]
+		}
+	}
+	out := make([]string, len(list))
+	for i, e := range list {
+		out[i] = e.path
+	}
+	return out, nil
+}

@@ -1,0 +1,295 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
+)
+
+// Store is the directory of immutable install trees, plus the source
+// cache, build work dirs and logs:
+//
+//	nodes/<name>-<version>-<hash16>/{tree/, manifest.json}   committed nodes
+//	staging/<name>-<hash16>/                                 being built
+//	work/<name>-<hash16>/                                    build dirs (resumable)
+//	logs/<name>/<hash16>/<step>.log                          step logs
+//	sources/                                                 fetch cache
+//	locks/                                                   flock files
+//
+// A node exists only once its directory is renamed into nodes/, and that
+// rename happens after the manifest is written, so a crash at any moment
+// leaves either nothing or a complete tree.
+type Store struct {
+	Root string
+}
+
+// OpenStore creates the store's directories if needed.
+func OpenStore(root string) (*Store, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"nodes", "staging", "work", "logs", "sources", "locks", "stats"} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", abs, err)
+		}
+	}
+	return &Store{Root: abs}, nil
+}
+
+// DefaultStoreDir is TRITONBUILD_STORE, else <user cache dir>/tritonbuild.
+func DefaultStoreDir() string {
+	if s := os.Getenv("TRITONBUILD_STORE"); s != "" {
+		return s
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "tritonbuild")
+	}
+	return filepath.Join(os.TempDir(), "tritonbuild")
+}
+
+func (s *Store) nodeKey(n *Node) string { return n.Name + "-" + n.ShortHash() }
+
+// NodeDir is where the committed node lives.
+func (s *Store) NodeDir(n *Node) string {
+	return filepath.Join(s.Root, "nodes", n.Name+"-"+n.Version+"-"+n.ShortHash())
+}
+
+// TreeDir is the node's install tree (its prefix). Externals live outside.
+func (s *Store) TreeDir(n *Node) string {
+	if n.Status == StatusExternal {
+		return n.External
+	}
+	return filepath.Join(s.NodeDir(n), "tree")
+}
+
+// WorkDir is the node's build directory, kept across attempts so an
+// interrupted build resumes.
+func (s *Store) WorkDir(n *Node) string { return filepath.Join(s.Root, "work", s.nodeKey(n)) }
+
+// LogDir holds the logs of the node's latest build attempt.
+func (s *Store) LogDir(n *Node) string {
+	return filepath.Join(s.Root, "logs", n.Name, n.ShortHash())
+}
+
+// StatsFile is where measured per-command memory of a recipe version is
+// kept for the next build.
+func (s *Store) StatsFile(n *Node) string {
+	return filepath.Join(s.Root, "stats", n.Name+"-"+n.Version+".json")
+}
+
+// Sources is the content-addressed source cache.
+func (s *Store) Sources() fetch.Cache { return fetch.Cache{Dir: filepath.Join(s.Root, "sources")} }
+
+// Has reports whether the node is committed.
+func (s *Store) Has(n *Node) bool {
+	_, err := os.Stat(filepath.Join(s.NodeDir(n), "manifest.json"))
+	return err == nil
+}
+
+// Lock takes an exclusive flock named key, waiting until ctx is done. Two
+// tritonbuild processes building the same node serialise here; the second
+// then finds the node committed.
+func (s *Store) Lock(ctx context.Context, key string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(s.Root, "locks", key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store lock %s: %w", key, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("store lock %s: %w", key, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for store lock %s: %w", key, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stagingDir is the node's private staging area; only the holder of the
+// node's lock uses it, so a leftover from a killed process is removed.
+func (s *Store) stagingDir(n *Node) string { return filepath.Join(s.Root, "staging", s.nodeKey(n)) }
+
+// commit writes the manifest of staging/tree and renames staging into
+// nodes/. The rename is the commit point.
+func (s *Store) commit(n *Node, staging string, meta NodeMeta) (*Manifest, error) {
+	m, err := BuildManifest(filepath.Join(staging, "tree"))
+	if err != nil {
+		return nil, err
+	}
+	m.NodeMeta = meta
+	data, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(staging, "manifest.json"), data); err != nil {
+		return nil, err
+	}
+	dst := s.NodeDir(n)
+	if err := os.Rename(staging, dst); err != nil {
+		return nil, fmt.Errorf("committing %s into the store: %w", n.Name, err)
+	}
+	syncDir(filepath.Dir(dst))
+	return m, nil
+}
+
+// Manifest returns the committed node's manifest.
+func (s *Store) Manifest(n *Node) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(s.NodeDir(n), "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest of %s: %w", n.Name, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("manifest of %s: %w", n.Name, err)
+	}
+	return &m, nil
+}
+
+// NodeMeta records what a tree is, for SBOMs and caches.
+type NodeMeta struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Hash      string `json:"hash"`
+	License   string `json:"license,omitempty"`
+	Homepage  string `json:"homepage,omitempty"`
+	SourceURL string `json:"source_url,omitempty"`
+	SHA256    string `json:"sha256,omitempty"`
+	Epoch     int64  `json:"epoch,omitempty"`
+}
+
+// Manifest lists every entry of an install tree and the tree's digest.
+type Manifest struct {
+	NodeMeta
+	Digest string      `json:"digest"`
+	Files  []FileEntry `json:"files"`
+}
+
+// FileEntry is one path of a tree. Mode keeps the type bits and the
+// permission bits; Link is a symlink's target.
+type FileEntry struct {
+	Path   string      `json:"path"`
+	Mode   fs.FileMode `json:"mode"`
+	Size   int64       `json:"size,omitempty"`
+	SHA256 string      `json:"sha256,omitempty"`
+	Link   string      `json:"link,omitempty"`
+}
+
+// BuildManifest walks a tree and hashes every file. The digest covers
+// paths, types, permission bits, sizes, contents and link targets, but not
+// owners or times, so identical builds in different places agree.
+func BuildManifest(root string) (*Manifest, error) {
+	m := &Manifest{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := FileEntry{Path: filepath.ToSlash(rel), Mode: info.Mode() & (fs.ModeType | fs.ModePerm)}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if e.Link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			e.Size = info.Size()
+			if e.SHA256, err = fileSHA256(p); err != nil {
+				return err
+			}
+		case info.IsDir():
+		default:
+			return fmt.Errorf("%s: unsupported file type %s in install tree", p, info.Mode().Type())
+		}
+		m.Files = append(m.Files, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hashing tree %s: %w", root, err)
+	}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
+	m.Digest = "sha256:" + hashJSON(m.Files)
+	return m, nil
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func writeFileSync(p string, data []byte) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces p with data through a temp file and rename.
+func writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}

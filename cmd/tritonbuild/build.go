@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/invopop/jsonschema"
+	"github.com/spf13/cobra"
+
+	"github.com/tritonbuild/tritonbuild/builder"
+)
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var force []string
+	cmd := &cobra.Command{
+		Use:   "plan [NAME...]",
+		Short: "Show the build order, hashes and what would be built and why (no network)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := planWithJobs(cmd, p, args, force)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(plan)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tHASH\tSTATUS\tJOBS\tWHY")
+			for _, n := range plan.Nodes {
+				jobs := "-"
+				if n.Jobs != nil && n.Status == builder.StatusBuild {
+					jobs = fmt.Sprintf("%d/%d (%s)", n.Jobs.Compile, n.Jobs.Link, n.Jobs.Why)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Version, n.ShortHash(), n.Status, jobs, n.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"nodes":[{"name","version","hash","status","depends"}]}`)
+	cmd.Flags().StringArrayVar(&force, "force", nil, "plan NAME as rebuilt even if cached (repeatable)")
+	return cmd
+}
+
+func newFetchCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "fetch [NAME...]",
+		Short: "Download the sources of NAMEs (default: the targets' closure) into the source cache",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			if err != nil {
+				return err
+			}
+			return executor(p, cmd).Fetch(ctxOf(cmd), plan.Nodes)
+		},
+	}
+}
+
+type buildFlags struct {
+	force    []string
+	jobs     int
+	until    string
+	targets  []string
+	keepWork bool
+}
+
+func (f *buildFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.force, "force", nil, "rebuild NAME even if cached (repeatable)")
+	cmd.Flags().IntVarP(&f.jobs, "jobs", "j", 0, "override the planned parallelism")
+	cmd.Flags().BoolVar(&f.keepWork, "keep-work", false, "keep build directories after success")
+}
+
+func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, targets []string) (*builder.Project, *builder.Plan, error) {
+	p, err := g.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := planWithJobs(cmd, p, targets, f.force)
+	if err != nil {
+		return nil, nil, err
+	}
+	ex := executor(p, cmd)
+	ex.Jobs, ex.Until, ex.Targets, ex.KeepWork = f.jobs, f.until, f.targets, f.keepWork
+	ex.Launcher = newLauncher(p)
+	todo := 0
+	for _, n := range plan.Nodes {
+		if n.Status == builder.StatusBuild {
+			todo++
+		}
+	}
+	if todo == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "nothing to build: %d nodes cached or external\n", len(plan.Nodes))
+		return p, plan, nil
+	}
+	if err := ex.Run(ctxOf(cmd), plan, plan.Nodes); err != nil {
+		if errors.Is(err, builder.ErrStopped) {
+			fmt.Fprintln(cmd.ErrOrStderr(), err)
+			return p, plan, nil
+		}
+		return nil, nil, err
+	}
+	return p, plan, nil
+}
+
+func newBuildCmd(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	cmd := &cobra.Command{
+		Use:   "build NAME...",
+		Short: "Build NAMEs and their dependencies into the store",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, err := runBuild(cmd, g, f, args)
+			return err
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&f.until, "until", "", "stop after this step (fetch, configure, build) without committing")
+	cmd.Flags().StringArrayVar(&f.targets, "target", nil, "build only this build-system target, without install (repeatable)")
+	return cmd
+}
+
+func newInstallCmd(g *globals) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "install [NAME...]",
+		Short: "Lay the closure of NAMEs (default: the targets) into one prefix",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			if err != nil {
+				return err
+			}
+			var missing []string
+			for _, n := range plan.Nodes {
+				if n.Status == builder.StatusBuild {
+					missing = append(missing, n.Name)
+				}
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("not built yet: %s (run tritonbuild build %s)", strings.Join(missing, ", "), strings.Join(missing, " "))
+			}
+			if prefix == "" {
+				prefix = p.Config.Abs(p.Settings.Prefix)
+			}
+			if prefix == "" {
+				return fmt.Errorf("no --prefix given and build.yaml sets no prefix")
+			}
+			if err := builder.Install(ctxOf(cmd), p.Store, plan.Nodes, prefix); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "installed %d trees into %s\n", len(plan.Nodes), prefix)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "install prefix (default: build.yaml's prefix)")
+	return cmd
+}
+
+func newLogsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print the step logs of NAME's latest build attempt",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			if err != nil {
+				return err
+			}
+			logs, err := p.Logs(plan.Node(args[0]))
+			if err != nil {
+				return err
+			}
+			for _, l := range logs {
+				data, err := os.ReadFile(l)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "==> %s <==\n%s\n", l, data)
+			}
+			return nil
+		},
+	}
+}
+
+func newSchemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of recipe files, generated from the Go types",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := &jsonschema.Reflector{FieldNameTag: "yaml", RequiredFromJSONSchemaTags: true, AllowAdditionalProperties: false}
+			s := r.Reflect(&builder.Recipe{})
+			s.Title = "tritonbuild recipe"
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(s)
+		},
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/recipes"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	config  string
+	profile string
+	recipes []string
+	store   string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "tritonbuild",
+		Short: "Build, package and serve a CPU-only Triton-style inference stack from source",
+		Long: `tritonbuild turns declarative recipes (recipes/*.yaml, overlaid by --recipes)
+and a project config (build.yaml) into a content-hashed plan, then fetches,
+builds and installs each node into a store of immutable install trees, and
+assembles OCI images from them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.config, "config", "c", "", "project config (default: the nearest build.yaml)")
+	pf.StringVarP(&g.profile, "profile", "p", "", "named profile of build.yaml to apply")
+	pf.StringArrayVar(&g.recipes, "recipes", nil, "directory of user recipes overriding built-ins by name (repeatable)")
+	pf.StringVar(&g.store, "store", "", "store directory (default: build.yaml's store, $TRITONBUILD_STORE, or the user cache dir)")
+	root.AddCommand(
+		newPlanCmd(g), newFetchCmd(g), newBuildCmd(g), newAllCmd(g), newInstallCmd(g),
+		newLogsCmd(g), newSchemaCmd(),
+	)
+	addToolchainCommands(root, g)
+	addImageCommands(root, g)
+	return root
+}
+
+func (g *globals) open() (*builder.Project, error) {
+	cfg, explicit := g.config, g.config != ""
+	if cfg == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		cfg = builder.FindConfig(wd)
+	}
+	abs, _ := filepath.Abs(cfg)
+	return builder.OpenProject(builder.ProjectOptions{
+		ConfigFile:     cfg,
+		ConfigExplicit: explicit,
+		Profile:        g.profile,
+		RecipeDirs:     g.recipes,
+		StoreDir:       g.store,
+		Builtin:        recipes.FS(),
+		BuiltinLabel:   "recipes",
+		ProjectDirHint: filepath.Dir(abs),
+	})
+}
+
+// executor wires the library's executor to the terminal.
+func executor(p *builder.Project, cmd *cobra.Command) *builder.Executor {
+	errOut := cmd.ErrOrStderr()
+	var prog fetch.Progress
+	var steps builder.StepProgress
+	if f, ok := errOut.(*os.File); ok {
+		prog = fetch.NewProgress(f)
+		steps = builder.NewStepProgress(f, 15*time.Second)
+	}
+	return &builder.Executor{
+		Store:        p.Store,
+		ProjectDir:   p.Dir,
+		Settings:     p.Settings,
+		Out:          errOut,
+		Progress:     steps,
+		FetchOptions: fetch.Options{Progress: prog, Log: errOut},
+	}
+}
+
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
