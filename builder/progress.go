@@ -78,7 +78,7 @@ func (p *lineSteps) Update(done, total int) {
 	el := time.Since(p.start)
 	eta := ""
 	if done > 0 {
-		eta = fmt.Sprintf(", about %s left", (time.Duration(float64(el)/float64(done)*float64(total-done))).Round(time.Second))
+		eta = fmt.Sprintf(", about %s left", (time.Duration(float64(el) / float64(done) * float64(total-done))).Round(time.Second))
 	}
 	fmt.Fprintf(p.w, "    %s: %d/%d (%d%%) after %s%s\n", p.label, done, total, done*100/total, el.Round(time.Second), eta)
 }

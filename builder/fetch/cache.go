@@ -204,6 +204,26 @@ func (c Cache) Adopt(ctx context.Context, sha, src, origin string) (string, erro
 	return dst, nil
 }
 
+// Verify rehashes the cached file with the given digest. A file whose
+// content no longer matches (disk corruption, a hand edit) is removed, so
+// that the next fetch downloads it again, and a *ChecksumError is returned.
+func (c Cache) Verify(ctx context.Context, sha string) error {
+	sha, err := normalizeSHA256(sha)
+	if err != nil {
+		return err
+	}
+	p := c.Path(sha)
+	got, err := hashFile(ctx, p)
+	if err != nil {
+		return fmt.Errorf("verifying cached source: %w", err)
+	}
+	if got != sha {
+		os.Remove(p)
+		return &ChecksumError{URL: p, Want: sha, Got: got}
+	}
+	return nil
+}
+
 // hashFile returns the sha256 of a file's content as lowercase hex.
 func hashFile(ctx context.Context, name string) (string, error) {
 	f, err := os.Open(name)

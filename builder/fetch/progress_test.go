@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,16 @@ func TestBarProgress(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "fetching x.tar") || !strings.Contains(s, "100%") || !strings.Contains(s, "MiB") {
 		t.Fatalf("bar output %q", s)
+	}
+}
+
+func TestNewProgressPicksLinesWhenNotATerminal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, ok := NewProgress(f).(*lineProgress); !ok {
+		t.Fatalf("NewProgress on a file gave %T", NewProgress(f))
 	}
 }

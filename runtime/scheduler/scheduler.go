@@ -245,7 +245,7 @@ func (s *Scheduler) work(inst backend.Instance) {
 	maxRows := max(s.cfg.MaxBatchSize, 1)
 	batch := make([]*job, 0, maxRows)
 	reqs := make([]*backend.Request, 0, maxRows)
-	var carry *job // taken from the queue but did not fit the previous batch
+	var carry *job // taken (and accounted) from the queue but did not fit the previous batch
 	var timer *time.Timer
 	for {
 		first := carry
@@ -256,9 +256,9 @@ func (s *Scheduler) work(inst backend.Instance) {
 			case <-s.stop:
 				return
 			}
-		}
-		if !s.take(first) {
-			continue
+			if !s.take(first) {
+				continue
+			}
 		}
 		batch = append(batch[:0], first)
 		rows := first.rows

@@ -529,3 +529,37 @@ func TestInterOpThreadsOncePerProcess(t *testing.T) {
 		t.Fatalf("logged %v, want one warning", logged)
 	}
 }
+
+// BenchmarkForward times Module.Forward on simple_linear at batch 8 with one
+// intra-op thread (bench/torch compares the same against Python).
+func BenchmarkForward(b *testing.B) {
+	t := &testing.T{}
+	_ = t
+	py := os.Getenv("TBTORCH_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	dir := b.TempDir()
+	model := filepath.Join(dir, "model.pt")
+	script := os.Getenv("TRITONBUILD_SHARED")
+	if script == "" {
+		script = "../../../shared"
+	}
+	if out, err := exec.Command(py, filepath.Join(script, "examples/make_model.py"), model).CombinedOutput(); err != nil {
+		b.Skipf("making simple_linear: %v\n%s", err, out)
+	}
+	mod, err := LoadModule(ModuleOptions{Path: model, IntraOpThreads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mod.Close()
+	x := backend.Tensor{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}
+	in := []backend.Tensor{x}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := mod.Forward(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
