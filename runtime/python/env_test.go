@@ -90,6 +90,7 @@ func wantEnvError(t *testing.T, err error, check string, fragments ...string) *E
 		t.Errorf("check %q, want %q (%v)", ee.Check, check, err)
 	}
 	msg := err.Error()
+	t.Logf("error: %s", msg)
 	if !strings.Contains(msg, "Failed to setup Python execution environment") {
 		t.Errorf("message lacks the familiar prefix: %s", msg)
 	}
