@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -88,32 +89,47 @@ func runPython(t *testing.T, script string, args ...string) []byte {
 	return out
 }
 
-// makeModelScript locates the report's make_model.py.
-func makeModelScript(t *testing.T) string {
-	t.Helper()
+// findMakeModel locates the report's make_model.py: under
+// $TRITONBUILD_SHARED, else in a "shared" directory here or above (the
+// default layout puts it at ../../../shared from this package).
+func findMakeModel() (string, error) {
 	const rel = "examples/make_model.py"
 	if dir := os.Getenv("TRITONBUILD_SHARED"); dir != "" {
 		p := filepath.Join(dir, rel)
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("TRITONBUILD_SHARED=%s: %v", dir, err)
+			return "", fmt.Errorf("TRITONBUILD_SHARED=%s: %w", dir, err)
 		}
-		return p
+		return p, nil
 	}
 	dir, err := filepath.Abs(".")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for {
 		p := filepath.Join(dir, "shared", rel)
 		if _, err := os.Stat(p); err == nil {
-			return p
+			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Skipf("make_model.py not found: set TRITONBUILD_SHARED to the directory holding %s", rel)
+			return "", errNoMakeModel
 		}
 		dir = parent
 	}
+}
+
+var errNoMakeModel = errors.New("make_model.py not found: set TRITONBUILD_SHARED to the directory holding examples/make_model.py")
+
+func makeModelScript(t *testing.T) string {
+	t.Helper()
+	p, err := findMakeModel()
+	if errors.Is(err, errNoMakeModel) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // simpleLinear writes the report's model into a fresh repository and
@@ -533,28 +549,24 @@ func TestInterOpThreadsOncePerProcess(t *testing.T) {
 // BenchmarkForward times Module.Forward on simple_linear at batch 8 with one
 // intra-op thread (bench/torch compares the same against Python).
 func BenchmarkForward(b *testing.B) {
-	t := &testing.T{}
-	_ = t
 	py := os.Getenv("TBTORCH_PYTHON")
 	if py == "" {
 		py = "/usr/bin/python3"
 	}
-	dir := b.TempDir()
-	model := filepath.Join(dir, "model.pt")
-	script := os.Getenv("TRITONBUILD_SHARED")
-	if script == "" {
-		script = "../../../shared"
+	script, err := findMakeModel()
+	if err != nil {
+		b.Skip(err)
 	}
-	if out, err := exec.Command(py, filepath.Join(script, "examples/make_model.py"), model).CombinedOutput(); err != nil {
-		b.Skipf("making simple_linear: %v\n%s", err, out)
+	model := filepath.Join(b.TempDir(), "model.pt")
+	if out, err := exec.Command(py, script, model).CombinedOutput(); err != nil {
+		b.Skipf("making simple_linear with %s: %v\n%s", py, err, out)
 	}
 	mod, err := LoadModule(ModuleOptions{Path: model, IntraOpThreads: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer mod.Close()
-	x := backend.Tensor{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}
-	in := []backend.Tensor{x}
+	in := []backend.Tensor{{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

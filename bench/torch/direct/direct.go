@@ -1,0 +1,148 @@
+// Package direct measures the in-process cost of one TorchScript forward
+// through runtime/torch, with no server in between: input descriptors, the
+// single cgo call, libtorch's forward under InferenceMode and the copy of the
+// outputs into Go memory. It is the "ceiling" a serving benchmark compares
+// its per-request cost against, and the Go side of bench/torch.
+//
+// It needs a build with cgo and the libtorch tag (see runtime/torch); in
+// other builds Measure returns runtime/torch's ErrNotBuilt error.
+package direct
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/torch"
+)
+
+// Options describe one measurement.
+type Options struct {
+	// Model is a TorchScript file taking one FP32 [batch, Features] input.
+	Model string
+	// Features is the input width (10 for the report's simple_linear).
+	Features int
+	// Batches are the batch sizes to measure, in order.
+	Batches []int
+	// Threads is libtorch's intra-op thread count (default 1).
+	Threads int
+	// Number is the calls per timed repeat; Repeats the timed repeats (the
+	// result is the median repeat); Warmup the untimed calls first.
+	Number, Repeats, Warmup int
+}
+
+func (o *Options) defaults() {
+	if o.Features <= 0 {
+		o.Features = 10
+	}
+	if len(o.Batches) == 0 {
+		o.Batches = []int{1, 8, 32}
+	}
+	if o.Threads <= 0 {
+		o.Threads = 1
+	}
+	if o.Number <= 0 {
+		o.Number = 2000
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = 5
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 200
+	}
+}
+
+// Result is the per-call time at one batch size.
+type Result struct {
+	Batch int
+	// PerCall is the median over repeats of (wall time / Number).
+	PerCall time.Duration
+	// CPUPerCall is the same for the calling thread's CPU time, which a
+	// busy machine inflates much less than wall time.
+	CPUPerCall time.Duration
+	Repeats    []time.Duration
+	CPURepeats []time.Duration
+}
+
+// Measure loads the model once and times Forward at each batch size. The
+// calling goroutine is locked to its OS thread for the duration so that
+// libtorch's per-thread OpenMP setting stays put.
+func Measure(opts Options) ([]Result, error) {
+	opts.defaults()
+	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+	}
+	defer mod.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	var results []Result
+	for _, b := range opts.Batches {
+		in := []backend.Tensor{Input(b, opts.Features)}
+		for i := 0; i < opts.Warmup; i++ {
+			if _, err := mod.Forward(in); err != nil {
+				return nil, fmt.Errorf("forward at batch %d: %w", b, err)
+			}
+		}
+		r := Result{Batch: b}
+		for rep := 0; rep < opts.Repeats; rep++ {
+			cpu0, err := ThreadCPU()
+			if err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			for i := 0; i < opts.Number; i++ {
+				if _, err := mod.Forward(in); err != nil {
+					return nil, fmt.Errorf("forward at batch %d: %w", b, err)
+				}
+			}
+			wall := time.Since(start)
+			cpu1, err := ThreadCPU()
+			if err != nil {
+				return nil, err
+			}
+			r.Repeats = append(r.Repeats, wall/time.Duration(opts.Number))
+			r.CPURepeats = append(r.CPURepeats, (cpu1-cpu0)/time.Duration(opts.Number))
+		}
+		r.PerCall = Median(r.Repeats)
+		r.CPUPerCall = Median(r.CPURepeats)
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// ThreadCPU is the CPU time the calling OS thread has used; callers lock
+// the goroutine to its thread around the measurement.
+func ThreadCPU() (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, fmt.Errorf("reading thread CPU time: %w", err)
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
+// Input is a deterministic FP32 [batch, features] tensor.
+func Input(batch, features int) backend.Tensor {
+	data := make([]byte, 4*batch*features)
+	for i := 0; i < batch*features; i++ {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(math.Sin(float64(i)))))
+	}
+	return backend.Tensor{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{int64(batch), int64(features)}, Data: data}
+}
+
+// Median of ds (the upper one for an even count); 0 for none.
+func Median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,191 @@
+// Command torchbench compares one TorchScript forward of the report's
+// simple_linear model called from Go through runtime/torch (cgo, in process)
+// with the same forward called from Python torch, in the same run. Each round
+// measures Go then Python at every batch size (both one intra-op thread, both
+// under inference mode, both the median of timed repeats); the rounds'
+// medians and the Go/Python ratios are printed, for wall time and for the
+// calling thread's CPU time (the steadier figure on a busy machine).
+//
+// Usage (from the repository root):
+//
+//	runtime/csrc/build.sh /tmp/tbtorch
+//	CGO_LDFLAGS="-L/tmp/tbtorch -Wl,-rpath,/tmp/tbtorch" go run -tags libtorch ./bench/torch
+//
+// Flags: -model FILE (default: written by make_model.py, found through
+// -shared or TRITONBUILD_SHARED), -python (default /usr/bin/python3),
+// -batches 1,8,32, -rounds 3, -number 2000, -repeats 5.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/bench/torch/direct"
+)
+
+// pythonBench mirrors direct.Measure: same input values, same warmup,
+// number and repeats, median repeat, wall and thread CPU time. (A plain
+// loop rather than timeit so that both clocks cover the same calls; the
+// loop's own cost is tens of nanoseconds.)
+const pythonBench = `
+import json, math, sys, time, torch
+model, features, number, repeats, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+batches = [int(b) for b in sys.argv[6].split(",")]
+torch.set_num_threads(1)
+torch.set_num_interop_threads(1)
+m = torch.jit.load(model)
+m.eval()
+out = {}
+with torch.inference_mode():
+    for b in batches:
+        x = torch.tensor([math.sin(i) for i in range(b * features)], dtype=torch.float32).reshape(b, features)
+        for _ in range(warmup):
+            m(x)
+        wall, cpu = [], []
+        for _ in range(repeats):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(number):
+                m(x)
+            c1, w1 = time.thread_time(), time.perf_counter()
+            wall.append((w1 - w0) / number)
+            cpu.append((c1 - c0) / number)
+        out[str(b)] = [sorted(wall)[repeats // 2], sorted(cpu)[repeats // 2]]
+print(json.dumps(out))
+`
+
+func main() {
+	model := flag.String("model", "", "TorchScript simple_linear model (default: made by make_model.py)")
+	shared := flag.String("shared", os.Getenv("TRITONBUILD_SHARED"), "directory holding examples/make_model.py")
+	python := flag.String("python", "/usr/bin/python3", "python interpreter with torch")
+	batchList := flag.String("batches", "1,8,32", "batch sizes")
+	rounds := flag.Int("rounds", 3, "rounds; each measures Go then Python at every batch size")
+	number := flag.Int("number", 2000, "calls per timed repeat")
+	repeats := flag.Int("repeats", 5, "timed repeats per batch size (median taken)")
+	flag.Parse()
+	if err := run(*model, *shared, *python, *batchList, *rounds, *number, *repeats); err != nil {
+		fmt.Fprintln(os.Stderr, "torchbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(model, shared, python, batchList string, rounds, number, repeats int) error {
+	var batches []int
+	for _, s := range strings.Split(batchList, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || b <= 0 {
+			return fmt.Errorf("-batches: bad batch size %q", s)
+		}
+		batches = append(batches, b)
+	}
+	if model == "" {
+		dir, err := os.MkdirTemp("", "torchbench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		model = filepath.Join(dir, "model.pt")
+		script, err := findMakeModel(shared)
+		if err != nil {
+			return err
+		}
+		if out, err := exec.Command(python, script, model).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %v\n%s", python, script, err, out)
+		}
+	}
+	const warmup = 200
+	// Per batch size, one entry per round.
+	goWall, goCPU := map[int][]time.Duration{}, map[int][]time.Duration{}
+	pyWall, pyCPU := map[int][]time.Duration{}, map[int][]time.Duration{}
+	for r := 0; r < rounds; r++ {
+		res, err := direct.Measure(direct.Options{Model: model, Features: 10, Batches: batches, Threads: 1,
+			Number: number, Repeats: repeats, Warmup: warmup})
+		if err != nil {
+			return err
+		}
+		for _, x := range res {
+			goWall[x.Batch] = append(goWall[x.Batch], x.PerCall)
+			goCPU[x.Batch] = append(goCPU[x.Batch], x.CPUPerCall)
+		}
+		py, err := runPython(python, model, batches, number, repeats, warmup)
+		if err != nil {
+			return err
+		}
+		for b, d := range py {
+			pyWall[b] = append(pyWall[b], d[0])
+			pyCPU[b] = append(pyCPU[b], d[1])
+		}
+	}
+	fmt.Printf("simple_linear forward, 1 intra-op thread, median of %d rounds x %d repeats x %d calls\n", rounds, repeats, number)
+	fmt.Printf("%6s | %12s %12s %9s | %12s %12s %9s\n", "batch",
+		"go wall us", "py wall us", "go/py", "go cpu us", "py cpu us", "go/py")
+	for _, b := range batches {
+		gw, pw := us(direct.Median(goWall[b])), us(direct.Median(pyWall[b]))
+		gc, pc := us(direct.Median(goCPU[b])), us(direct.Median(pyCPU[b]))
+		fmt.Printf("%6d | %12.2f %12.2f %9.2f | %12.2f %12.2f %9.2f\n", b, gw, pw, gw/pw, gc, pc, gc/pc)
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// runPython returns, per batch size, the median wall and thread CPU time
+// per call.
+func runPython(python, model string, batches []int, number, repeats, warmup int) (map[int][2]time.Duration, error) {
+	bs := make([]string, len(batches))
+	for i, b := range batches {
+		bs[i] = strconv.Itoa(b)
+	}
+	cmd := exec.Command(python, "-c", pythonBench, model, "10", strconv.Itoa(number), strconv.Itoa(repeats),
+		strconv.Itoa(warmup), strings.Join(bs, ","))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("python benchmark: %w", err)
+	}
+	var secs map[string][2]float64
+	if err := json.Unmarshal(out, &secs); err != nil {
+		return nil, fmt.Errorf("python benchmark output %q: %w", out, err)
+	}
+	res := map[int][2]time.Duration{}
+	for k, s := range secs {
+		b, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("python benchmark output: batch %q", k)
+		}
+		res[b] = [2]time.Duration{time.Duration(s[0] * float64(time.Second)), time.Duration(s[1] * float64(time.Second))}
+	}
+	return res, nil
+}
+
+// findMakeModel locates examples/make_model.py under dir, or under a
+// "shared" directory in the working directory or one of its parents.
+func findMakeModel(dir string) (string, error) {
+	const rel = "examples/make_model.py"
+	if dir != "" {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("-shared %s: %w", dir, err)
+		}
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "shared", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s not found above %s: pass -model or -shared (or set TRITONBUILD_SHARED)", rel, wd)
+		}
+	}
+}
