@@ -21,8 +21,7 @@ type Options struct {
 // Backend loads TorchScript models. It is safe for concurrent use.
 type Backend struct {
 	opts Options
-	// mu serializes loads: libtorch's thread settings are process-wide and
-	// op libraries must be in place before the module that needs them.
+	// mu serializes process-wide changes (op libraries, inter-op threads).
 	mu sync.Mutex
 }
 
@@ -65,22 +64,8 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
 	}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, lib := range opLibraries(spec) {
-		if err := LoadLibrary(lib); err != nil {
-			return nil, wrapErr(where, err)
-		}
-	}
-	if inter > 0 {
-		if err := SetInterOpThreads(inter); err != nil {
-			var be *backend.Error
-			if !asBackendError(err, &be) || be.Code != backend.Unsupported {
-				return nil, wrapErr(where, err)
-			}
-			// Process-wide and already fixed: the model still runs correctly.
-			b.logf("%s: %v", where, err)
-		}
+	if err := b.prepareProcess(where, spec, inter); err != nil {
+		return nil, err
 	}
 	mod, err := LoadModule(ModuleOptions{Path: modelPath(spec), IntraOpThreads: intra})
 	if err != nil {
@@ -93,6 +78,30 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	inst.close = mod.Close
 	return inst, nil
+}
+
+// prepareProcess applies the process-wide settings a model needs: its op
+// libraries and the inter-op thread count. The module itself is loaded
+// outside the lock, so models load in parallel.
+func (b *Backend) prepareProcess(where string, spec *backend.ModelSpec, inter int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, lib := range opLibraries(spec) {
+		if err := LoadLibrary(lib); err != nil {
+			return wrapErr(where, err)
+		}
+	}
+	if inter > 0 {
+		if err := SetInterOpThreads(inter); err != nil {
+			var be *backend.Error
+			if !asBackendError(err, &be) || be.Code != backend.Unsupported {
+				return wrapErr(where, err)
+			}
+			// Process-wide and already fixed: the model still runs correctly.
+			b.logf("%s: %v", where, err)
+		}
+	}
+	return nil
 }
 
 func asBackendError(err error, target **backend.Error) bool {
