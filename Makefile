@@ -1,0 +1,68 @@
+# tritonbuild: the two commands of the README.
+#   make all    build the stack (quick profile: the distribution's LLVM 15 and
+#               libtorch 1.13.1 as externals), install it and assemble the image
+#   make test   run every test, unit and integration
+# Both install what a fresh Debian/Ubuntu machine lacks (as root) first.
+
+SHELL := /bin/bash
+GO ?= go
+PROFILE ?= system
+OUT := $(CURDIR)/out
+TBTORCH := $(OUT)/tbtorch
+# libtbtorch.so (runtime/csrc) is linked by the libtorch-tagged cgo package.
+export CGO_LDFLAGS := -L$(TBTORCH) -Wl,-rpath,$(TBTORCH)
+GOTESTFLAGS ?= -timeout 75m
+
+# Everything the builds and tests use, from the distribution's packages:
+# compilers and build tools, the report's host packages, LLVM 15 and libtorch
+# 1.13.1 for the quick profile, python with torch and numpy for the python
+# backend, and the real registry, image and cache tools the tests drive.
+DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 zip unzip patch \
+	pkg-config ca-certificates libssl-dev libbz2-dev libreadline-dev libsqlite3-dev \
+	libncurses5-dev libncursesw5-dev tk-dev libffi-dev liblzma-dev libxml2-dev libxmlsec1-dev \
+	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
+	libtorch-dev python3 python3-torch python3-numpy python3-venv \
+	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk
+
+.PHONY: all deps tools test unit proto bench tbtorch clean
+
+all: deps tools
+	$(OUT)/bin/tritonbuild all --profile $(PROFILE)
+
+# deps installs missing distribution packages (root) or says what to run.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: $$missing"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  else \
+	    echo "missing packages; run: sudo apt-get install -y $$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
+tools:
+	$(GO) build -o $(OUT)/bin/tritonbuild ./cmd/tritonbuild
+
+tbtorch:
+	runtime/csrc/build.sh $(TBTORCH) >/dev/null
+
+test: deps tbtorch
+	$(GO) vet -tags libtorch ./...
+	$(GO) test -tags libtorch $(GOTESTFLAGS) ./...
+
+# unit runs only the hermetic tests (no network, no root, no heavy builds).
+unit:
+	$(GO) test -short ./...
+
+proto:
+	runtime/modelconfig/gen.sh
+
+bench: deps tbtorch tools
+	@echo "see docs/performance.md for each benchmark's command"
+
+clean:
+	rm -rf $(OUT)
+
+print-deb-packages:
+	@echo $(DEB_PACKAGES)
