@@ -154,3 +154,41 @@ func TestIntegrationRegistryPushPull(t *testing.T) {
 		t.Fatalf("second push: %s %v", again, err)
 	}
 }
+
+// TestIntegrationLibtorchClosure checks the library closure on the large
+// real one the serving binary has: a program linked (eagerly, so the loader
+// must map everything at start) against the distribution's libtorch, whose
+// dependencies include /etc/alternatives symlink chains (BLAS, LAPACK).
+func TestIntegrationLibtorchClosure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping integration test in -short mode")
+	}
+	imagestest.NeedTools(t, "cc", "umoci")
+	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so"); err != nil {
+		imagestest.Unavailable(t, "libtorch-dev is not installed: %v", err)
+	}
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"main.c": "#include <stdio.h>\nint main(void) { puts(\"torch closure ok\"); return 0; }\n"})
+	tree := t.TempDir()
+	os.MkdirAll(filepath.Join(tree, "bin"), 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := imagestest.Run(ctx, "cc", "-o", filepath.Join(tree, "bin", "tritonserver"), filepath.Join(src, "main.c"), "-Wl,--no-as-needed", "-ltorch_cpu", "-lc10"); err != nil {
+		t.Fatal(err)
+	}
+	asm := assemble(t, Options{Trees: []Tree{{Name: "torchapp", Dir: tree}}, Epoch: testEpoch, Cmd: []string{}, CompressionLevel: 1})
+	if len(asm.Summary.BaseLibraries) < 20 {
+		t.Fatalf("libtorch closure has only %d files: %v", len(asm.Summary.BaseLibraries), asm.Summary.BaseLibraries)
+	}
+	dir := filepath.Join(t.TempDir(), "oci")
+	if err := WriteLayout(ctx, asm.Image, dir, "torch", OutputOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := imagestest.UmociUnpack(t, dir, "torch")
+	env := []string{"LD_LIBRARY_PATH=" + strings.Join(asm.Summary.LibraryPath, ":")}
+	out, err := imagestest.RunChroot(ctx, t, rootfs, env, "/opt/tritonserver/bin/tritonserver")
+	if err != nil || strings.TrimSpace(out) != "torch closure ok" {
+		t.Fatalf("running the libtorch program in the unpacked image: %v\n%s", err, out)
+	}
+}
