@@ -802,3 +802,41 @@ func TestCancelledAssembly(t *testing.T) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
 }
+
+func TestRegistryBase(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	base := assemble(t, Options{Trees: scriptTrees(t, "server"), Epoch: testEpoch})
+	pushed, err := Push(context.Background(), base.Image, host+"/base:1", OutputOptions{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Trees: scriptTrees(t, "addon"), Epoch: testEpoch, Base: host + "/base:1", Insecure: true,
+		Entrypoint: []string{"/opt/tritonserver/bin/addon"}}
+	asm := assemble(t, o)
+	if err := validate.Image(asm.Image); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := asm.Image.ConfigFile()
+	if got := cfg.Config.Labels["org.opencontainers.image.base.name"]; got != pushed {
+		t.Errorf("base.name label %q, want %q", got, pushed)
+	}
+	if len(cfg.History) != len(cfg.RootFS.DiffIDs) {
+		t.Errorf("%d history entries for %d layers", len(cfg.History), len(cfg.RootFS.DiffIDs))
+	}
+	bl, _ := base.Image.Layers()
+	al, _ := asm.Image.Layers()
+	for i := range bl {
+		db, _ := bl[i].Digest()
+		da, _ := al[i].Digest()
+		if da != db {
+			t.Errorf("base layer %d: %s, want %s", i, da, db)
+		}
+	}
+	o2 := o
+	o2.Base = host + "/missing:1"
+	if _, err := Assemble(context.Background(), o2); err == nil || !strings.Contains(err.Error(), "missing:1") {
+		t.Errorf("missing base: %v", err)
+	}
+}
