@@ -206,6 +206,20 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// StatsFile names the stats file of a recipe version inside dir, keeping
+// the name to characters that are safe in any file system.
+func StatsFile(dir, recipe, version string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '+' {
+				return r
+			}
+			return '-'
+		}, s)
+	}
+	return filepath.Join(dir, clean(recipe)+"@"+clean(version)+".json")
+}
+
 func statsKey(id CommandID) string { return string(id.Kind) + ":" + id.Key }
 
 // Record adds one finished run. Runs that were OOM-killed are counted but

@@ -83,3 +83,9 @@ func TestStatsP95AndPersistence(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+func TestStatsFile(t *testing.T) {
+	if got := StatsFile("/var/stats", "llvm/../x", "15.0.7+b1"); got != "/var/stats/llvm-..-x@15.0.7+b1.json" {
+		t.Errorf("StatsFile = %q", got)
+	}
+}

@@ -63,6 +63,11 @@ func NewGroup(limit int64) (*Group, error) {
 		}
 	} else {
 		if _, err := os.Stat(filepath.Join(dir, "memory.max")); err != nil {
+			// Delegate the controller to children; this fails (EBUSY) when
+			// the parent itself holds processes and is not the root group.
+			os.WriteFile(filepath.Join(own.Dir, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "memory.max")); err != nil {
 			os.Remove(dir)
 			return nil, &UnavailableError{Reason: fmt.Sprintf("%s has no memory.max: the memory controller is not delegated to it (parent's cgroup.subtree_control)", dir)}
 		}
