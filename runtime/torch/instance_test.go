@@ -314,3 +314,44 @@ func TestDtypeCodesRoundTrip(t *testing.T) {
 		t.Error("BYTES has a code")
 	}
 }
+
+func TestCanceledContextFailsRequests(t *testing.T) {
+	m := &rowModel{}
+	inst, err := newInstance(rowSpec(8), m, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	inst.close = func() error { closed++; return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resps, err := inst.Execute(ctx, []*backend.Request{rowRequest(1, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *backend.Error
+	if !asBackendError(resps[0].Err, &be) || be.Code != backend.Unavailable || len(m.calls) != 0 {
+		t.Fatalf("canceled: %#v after %d forwards", resps[0].Err, len(m.calls))
+	}
+	if inst.Close() != nil || inst.Close() != nil || closed != 1 {
+		t.Fatalf("Close ran the closer %d times", closed)
+	}
+}
+
+func TestOutputDtypeMismatch(t *testing.T) {
+	spec := rowSpec(8)
+	spec.Outputs[1].DataType = backend.FP64
+	inst, err := newInstance(spec, &rowModel{}, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps, _ := inst.Execute(context.Background(), []*backend.Request{rowRequest(1, 2, 0)})
+	if resps[0].Err == nil || !strings.Contains(resps[0].Err.Error(), `returned FP32 for output "OUTPUT__1", config declares FP64`) {
+		t.Fatalf("dtype mismatch: %v", resps[0].Err)
+	}
+	// Asking only for the matching output works.
+	resps, _ = inst.Execute(context.Background(), []*backend.Request{rowRequest(1, 2, 0, "OUTPUT__0")})
+	if resps[0].Err != nil || len(resps[0].Outputs) != 1 {
+		t.Fatalf("OUTPUT__0 only: %+v", resps[0])
+	}
+}
