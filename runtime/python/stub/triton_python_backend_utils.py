@@ -10,6 +10,7 @@ memory region: they stay valid until execute() returns. A model that keeps
 input data across calls must copy it.
 """
 
+import json
 import struct
 import sys
 
@@ -71,8 +72,14 @@ _WIRE_TO_NUMPY = {
 }
 
 
+_NUMPY_TO_WIRE = {dtype: name for name, dtype in _WIRE_TO_NUMPY.items()}
+
+
 def _wire_from_numpy(dtype):
     """Returns the wire name for a numpy dtype, or None when there is none."""
+    name = _NUMPY_TO_WIRE.get(dtype)
+    if name is not None:
+        return name
     dtype = np.dtype(dtype)
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
@@ -277,7 +284,7 @@ class InferenceRequest:
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._flags = flags
-        self._parameters = parameters if isinstance(parameters, str) else _dump_parameters(parameters)
+        self._parameters = parameters
         self._timeout = timeout
         self._model_version = model_version
 
@@ -297,7 +304,10 @@ class InferenceRequest:
         return self._flags
 
     def parameters(self):
-        return self._parameters
+        # A JSON string, as in Triton; built on demand since few models ask.
+        if isinstance(self._parameters, str):
+            return self._parameters
+        return json.dumps(self._parameters or {})
 
     def timeout(self):
         return self._timeout
@@ -316,12 +326,6 @@ class InferenceRequest:
 
     def async_exec(self, *args, **kwargs):
         raise TritonModelException("BLS requests (InferenceRequest.async_exec) are not supported by this server")
-
-
-def _dump_parameters(parameters):
-    import json
-
-    return json.dumps(parameters or {})
 
 
 class InferenceResponse:

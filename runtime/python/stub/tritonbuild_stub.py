@@ -78,6 +78,7 @@ class Shm:
     def __init__(self, fd):
         self.fd = fd
         self.mm = None
+        self.base = None
         self.size = 0
 
     def ensure(self, size):
@@ -85,6 +86,9 @@ class Shm:
         # room; map the new size. Views of the old mapping stay valid.
         if size > self.size:
             self.mm = mmap.mmap(self.fd, size)
+            # One uint8 array over the whole mapping: slicing and viewing it
+            # is much cheaper than asking the mmap for a buffer per tensor.
+            self.base = np.frombuffer(self.mm, dtype=np.uint8)
             self.size = size
 
     def grow(self, need):
@@ -169,19 +173,13 @@ class Stub:
         return {"ok": True}
 
     def _inputs(self, specs):
-        mm = self.shm.mm
+        base = self.shm.base
         tensors = []
         for name, wire, shape, off, nbytes in specs:
             if wire == "BYTES":
-                arr = pb_utils.deserialize_bytes_tensor(memoryview(mm)[off:off + nbytes])
-                arr = arr.reshape(shape)
+                arr = pb_utils.deserialize_bytes_tensor(base[off:off + nbytes]).reshape(shape)
             else:
-                dtype = pb_utils._WIRE_TO_NUMPY[wire]
-                count = nbytes // dtype.itemsize
-                if count == 0:
-                    arr = np.empty(shape, dtype=dtype)
-                else:
-                    arr = np.frombuffer(mm, dtype=dtype, count=count, offset=off).reshape(shape)
+                arr = base[off:off + nbytes].view(pb_utils._WIRE_TO_NUMPY[wire]).reshape(shape)
             tensors.append(pb_utils.Tensor(name, arr, wire))
         return tensors
 
@@ -253,11 +251,11 @@ class Stub:
                 nbytes = arr.nbytes
             if offset + nbytes > self.shm.size:
                 self.shm.grow(offset + nbytes)
-            mm = self.shm.mm
             if wire == "BYTES":
-                mm[offset:offset + nbytes] = data
+                self.shm.mm[offset:offset + nbytes] = data
             elif nbytes:
-                np.copyto(np.ndarray(arr.shape, dtype=arr.dtype, buffer=mm, offset=offset), arr, casting="no")
+                dst = self.shm.base[offset:offset + nbytes].view(arr.dtype).reshape(arr.shape)
+                dst[...] = arr
             specs.append({"n": name, "t": wire, "s": list(arr.shape), "o": offset, "b": nbytes})
             offset = _align(offset + nbytes)
         return specs, offset

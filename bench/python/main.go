@@ -1,0 +1,347 @@
+// Command pythonbench compares the python backend (runtime/python: a stub
+// process per instance, tensors through shared memory) with the pytorch
+// backend (runtime/torch: libtorch in process through cgo) on the report's
+// simple_linear model, in one run, at several client concurrencies.
+//
+// Both backends are driven directly (no HTTP, no scheduler): C client
+// goroutines each send one-row requests ([1,10] FP32) to a pool of model
+// instances and time each call, queueing for a free instance included. Both
+// run torch with one intra-op thread (INTRA_OP_THREAD_COUNT=1 for pytorch,
+// OMP_NUM_THREADS=1 in the stub's environment). The python side runs the
+// report's model.py unchanged. A third row, "model.py direct", times the
+// same model.py execute() called in a plain Python loop (no server, no
+// transport): the floor under the python backend.
+//
+// Usage (from the repository root):
+//
+//	runtime/csrc/build.sh /tmp/tbtorch
+//	CGO_LDFLAGS="-L/tmp/tbtorch -Wl,-rpath,/tmp/tbtorch" go run -tags libtorch ./bench/python
+//
+// Without -tags libtorch the pytorch row is skipped and the python backend
+// is compared with the direct row only.
+//
+// Flags: -concurrency 1,16, -instances 1, -requests 4000 (per level and
+// backend), -rounds 3, -python /usr/bin/python3.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/python"
+	"github.com/tritonbuild/tritonbuild/runtime/torch"
+)
+
+func main() {
+	conc := flag.String("concurrency", "1,16", "client concurrency levels")
+	instances := flag.Int("instances", 1, "model instances per backend")
+	requests := flag.Int("requests", 4000, "requests per level, backend and round")
+	rounds := flag.Int("rounds", 3, "rounds (medians are reported)")
+	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
+	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
+	flag.Parse()
+	if err := run(*conc, *instances, *requests, *rounds, *py, *seed); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type result struct {
+	p50, p99   time.Duration
+	throughput float64 // requests per second
+}
+
+func run(concList string, instances, requests, rounds int, py, seed string) error {
+	var levels []int
+	for _, s := range strings.Split(concList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-concurrency: bad level %q", s)
+		}
+		levels = append(levels, n)
+	}
+	work, err := os.MkdirTemp("", "pythonbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	modelDir := filepath.Join(work, "simple_linear")
+	for _, f := range []string{"config.pbtxt", "1/model.py"} {
+		data, err := os.ReadFile(filepath.Join(seed, "simple_linear", f))
+		if err != nil {
+			return fmt.Errorf("reading the seed repository (run from the repository root or pass -seed): %w", err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(modelDir, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(modelDir, f), data, 0o644); err != nil {
+			return err
+		}
+	}
+	makeModel := filepath.Join(filepath.Dir(seed), "make_model.py")
+	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
+		return fmt.Errorf("make_model.py: %v\n%s", err, out)
+	}
+	spec := func(file string) *backend.ModelSpec {
+		return &backend.ModelSpec{
+			Name: "simple_linear", Version: 1, ModelDir: modelDir, VersionDir: filepath.Join(modelDir, "1"),
+			Repository: work, Filename: file, MaxBatchSize: 32,
+			Inputs:        []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{10}}},
+			Outputs:       []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{5}}},
+			Parameters:    map[string]string{torch.ParamIntraOpThreads: "1"},
+			BackendConfig: map[string]string{python.KeyInterpreter: py},
+		}
+	}
+	os.Setenv("OMP_NUM_THREADS", "1") // inherited by the stubs
+	ctx := context.Background()
+
+	type peer struct {
+		name  string
+		insts []backend.Instance
+	}
+	var peers []peer
+	pyb := python.New(python.Options{Logger: log.New(discard{}, "", 0), CacheDir: filepath.Join(work, "cache")})
+	var pyInsts []backend.Instance
+	for i := 0; i < instances; i++ {
+		inst, err := pyb.NewInstance(ctx, spec("model.py"), i)
+		if err != nil {
+			return err
+		}
+		defer inst.Close()
+		pyInsts = append(pyInsts, inst)
+	}
+	peers = append(peers, peer{"python backend", pyInsts})
+	if torch.Available {
+		tb := torch.New(torch.Options{})
+		var tInsts []backend.Instance
+		for i := 0; i < instances; i++ {
+			inst, err := tb.NewInstance(ctx, spec("model.pt"), i)
+			if err != nil {
+				return err
+			}
+			defer inst.Close()
+			tInsts = append(tInsts, inst)
+		}
+		peers = append(peers, peer{"pytorch backend", tInsts})
+	} else {
+		fmt.Println("note: built without -tags libtorch: no pytorch row; the peer is model.py called directly")
+	}
+
+	x := make([]byte, 40)
+	for i := 0; i < 10; i++ {
+		binary.LittleEndian.PutUint32(x[4*i:], math.Float32bits(float32(math.Sin(float64(i)))))
+	}
+	req := func() *backend.Request {
+		return &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{1, 10}, Data: x}}}
+	}
+	// Warm up and check that both answer the same.
+	var first []byte
+	for _, p := range peers {
+		for _, inst := range p.insts {
+			for i := 0; i < 200; i++ {
+				resps, err := inst.Execute(ctx, []*backend.Request{req()})
+				if err != nil || resps[0].Err != nil {
+					return fmt.Errorf("%s: warmup: %v %v", p.name, err, resps)
+				}
+				if first == nil {
+					first = resps[0].Outputs[0].Data
+				} else if !closeF32(first, resps[0].Outputs[0].Data) {
+					return fmt.Errorf("%s answers differently", p.name)
+				}
+			}
+		}
+	}
+
+	results := map[string]map[int][]result{}
+	for r := 0; r < rounds; r++ {
+		for _, c := range levels {
+			for _, p := range peers {
+				res, err := measure(ctx, p.insts, c, requests, req)
+				if err != nil {
+					return fmt.Errorf("%s: %w", p.name, err)
+				}
+				if results[p.name] == nil {
+					results[p.name] = map[int][]result{}
+				}
+				results[p.name][c] = append(results[p.name][c], res)
+			}
+		}
+	}
+	direct, err := directBaseline(py, modelDir, requests)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per level (medians of rounds)\n",
+		instances, requests, rounds)
+	fmt.Printf("%-16s %5s %10s %10s %12s\n", "peer", "conc", "p50 us", "p99 us", "req/s")
+	names := []string{"python backend", "pytorch backend"}
+	med := map[string]map[int]result{}
+	for _, name := range names {
+		if results[name] == nil {
+			continue
+		}
+		med[name] = map[int]result{}
+		for _, c := range levels {
+			m := median(results[name][c])
+			med[name][c] = m
+			fmt.Printf("%-16s %5d %10.1f %10.1f %12.0f\n", name, c, us(m.p50), us(m.p99), m.throughput)
+		}
+	}
+	fmt.Printf("%-16s %5d %10.1f %10s %12.0f\n", "model.py direct", 1, us(direct), "-", 1/direct.Seconds())
+	for _, c := range levels {
+		p := med["python backend"][c]
+		if t, ok := med["pytorch backend"][c]; ok {
+			fmt.Printf("conc %2d: python - pytorch: p50 %+.1f us per request, service time %+.1f us per request (1/throughput x instances), p50 ratio %.2f\n",
+				c, us(p.p50-t.p50), 1e6*float64(instances)*(1/p.throughput-1/t.throughput), float64(p.p50)/float64(t.p50))
+		}
+	}
+	fmt.Printf("conc  1: python backend - model.py direct: p50 %+.1f us per request\n", us(med["python backend"][1].p50-direct))
+	return nil
+}
+
+// measure runs requests calls from c goroutines over a pool of instances.
+func measure(ctx context.Context, insts []backend.Instance, c, requests int, req func() *backend.Request) (result, error) {
+	pool := make(chan backend.Instance, len(insts))
+	for _, in := range insts {
+		pool <- in
+	}
+	lat := make([]time.Duration, requests)
+	var next int
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < c; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := []*backend.Request{req()}
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= requests {
+					return
+				}
+				t0 := time.Now()
+				in := <-pool
+				resps, err := in.Execute(ctx, r)
+				pool <- in
+				lat[i] = time.Since(t0)
+				if err == nil && resps[0].Err != nil {
+					err = resps[0].Err
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds()}, nil
+}
+
+// directPy times model.py's execute() on one request built with our
+// pb_utils, in-process in Python: what the model costs with no server.
+const directPy = `
+import importlib.util, json, os, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import triton_python_backend_utils as pb_utils
+os.chdir(sys.argv[2])
+spec = importlib.util.spec_from_file_location("model", "model.py")
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+m = mod.TritonPythonModel(); m.initialize({})
+x = np.sin(np.arange(10, dtype=np.float32)).reshape(1, 10)
+req = pb_utils.InferenceRequest(inputs=[pb_utils.Tensor("INPUT__0", x)], requested_output_names=["OUTPUT__0"])
+n = int(sys.argv[3])
+for _ in range(200): m.execute([req])
+lat = []
+for _ in range(n):
+    t0 = time.perf_counter(); m.execute([req]); lat.append(time.perf_counter() - t0)
+lat.sort()
+print(json.dumps(lat[len(lat)//2]))
+`
+
+func directBaseline(py, modelDir string, n int) (time.Duration, error) {
+	// The stub files are what the backend wrote into its cache; use the
+	// source copies so this baseline runs the same pb_utils.
+	stubDir, err := filepath.Abs("runtime/python/stub")
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(py, "-c", directPy, stubDir, filepath.Join(modelDir, "1"), strconv.Itoa(n))
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("direct baseline: %v", err)
+	}
+	var secs float64
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &secs); err != nil {
+		return 0, fmt.Errorf("direct baseline output %q: %v", out, err)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func median(rs []result) result {
+	pick := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return result{
+		p50:        time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
+		p99:        time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
+		throughput: pick(func(r result) float64 { return r.throughput }),
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+func closeF32(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i+4 <= len(a); i += 4 {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(a[i:]))
+		y := math.Float32frombits(binary.LittleEndian.Uint32(b[i:]))
+		if math.Abs(float64(x-y)) > 1e-5 {
+			return false
+		}
+	}
+	return true
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
