@@ -10,13 +10,15 @@ import (
 	"strings"
 )
 
-// AptPackages is the package list the report's install instructions give,
-// plus ninja-build, which tritonbuild's CMake builds use.
-var AptPackages = []string{
-	"build-essential", "cmake", "curl", "git", "wget", "software-properties-common",
-	"libssl-dev", "libbz2-dev", "libreadline-dev", "libsqlite3-dev", "libncurses5-dev",
-	"libncursesw5-dev", "xz-utils", "tk-dev", "libffi-dev", "liblzma-dev", "libxml2-dev",
-	"libxmlsec1-dev", "llvm", "ninja-build",
+// AptPackages returns the package list the report's install instructions
+// give, plus ninja-build, which tritonbuild's CMake builds use.
+func AptPackages() []string {
+	return []string{
+		"build-essential", "cmake", "curl", "git", "wget", "software-properties-common",
+		"libssl-dev", "libbz2-dev", "libreadline-dev", "libsqlite3-dev", "libncurses5-dev",
+		"libncursesw5-dev", "xz-utils", "tk-dev", "libffi-dev", "liblzma-dev", "libxml2-dev",
+		"libxmlsec1-dev", "llvm", "ninja-build",
+	}
 }
 
 // toolPackages maps each required tool to the Debian package providing it.
@@ -94,7 +96,7 @@ func (r *Report) OK() bool {
 func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 	po := opts.Probe
 	if po.Tools == nil {
-		po.Tools = DefaultTools
+		po.Tools = DefaultTools()
 	}
 	dirs := append([]string(nil), po.Dirs...)
 	for _, n := range opts.Nodes {
@@ -107,7 +109,8 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
-	r := &Report{Host: h, AptGet: "apt-get install -y " + strings.Join(AptPackages, " ")}
+	pkgs := AptPackages()
+	r := &Report{Host: h, AptGet: "apt-get install -y " + strings.Join(pkgs, " ")}
 	missingPkgs := map[string]bool{}
 	for _, t := range h.Tools {
 		c := Check{Name: "tool " + t.Name, OK: t.Found, Hard: true}
@@ -131,13 +134,13 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 		}
 	}
 	if query != nil {
-		installed, err := query(ctx, AptPackages)
+		installed, err := query(ctx, pkgs)
 		c := Check{Name: "packages", OK: true}
 		if err != nil {
 			c.OK, c.Detail = false, fmt.Sprintf("cannot tell which packages are installed: %v", err)
 		} else {
 			var miss []string
-			for _, p := range AptPackages {
+			for _, p := range pkgs {
 				if !installed[p] {
 					miss = append(miss, p)
 					missingPkgs[p] = true
@@ -146,12 +149,12 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 			if len(miss) > 0 {
 				c.OK, c.Detail = false, "not installed: "+strings.Join(miss, " ")
 			} else {
-				c.Detail = fmt.Sprintf("all %d installed", len(AptPackages))
+				c.Detail = fmt.Sprintf("all %d installed", len(pkgs))
 			}
 		}
 		r.Checks = append(r.Checks, c)
 	}
-	for _, p := range append(AptPackages, "python3", "patch") {
+	for _, p := range append(pkgs, "python3", "patch") {
 		if missingPkgs[p] && !contains(r.MissingPackages, p) {
 			r.MissingPackages = append(r.MissingPackages, p)
 		}

@@ -18,9 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultTools are the programs a source build needs, probed by Probe when
-// ProbeOptions.Tools is nil.
-var DefaultTools = []string{"cc", "c++", "cmake", "ninja", "make", "git", "python3", "patch", "xz"}
+// DefaultTools returns the programs a source build needs, probed by Probe
+// when ProbeOptions.Tools is nil.
+func DefaultTools() []string {
+	return []string{"cc", "c++", "cmake", "ninja", "make", "git", "python3", "patch", "xz"}
+}
 
 // ProbeOptions says what Probe looks at.
 type ProbeOptions struct {
@@ -126,7 +128,7 @@ func Probe(ctx context.Context, opts ProbeOptions) (*Host, error) {
 	}
 	tools := opts.Tools
 	if tools == nil {
-		tools = DefaultTools
+		tools = DefaultTools()
 	}
 	for _, t := range tools {
 		h.Tools = append(h.Tools, probeTool(ctx, t, opts.PATH))
