@@ -117,8 +117,8 @@ type Attempt struct {
 }
 
 // RetryPolicy re-runs a build step that was OOM-killed with half the jobs
-// and half the memory budget each time, down to one job, so at most
-// ceil(log2(jobs)) retries.
+// (rounded up) and half the memory budget each time, down to one job, so
+// at most ceil(log2(jobs)) retries.
 type RetryPolicy struct {
 	// Jobs and Budget are the first attempt's figures.
 	Jobs   int
@@ -164,7 +164,7 @@ func (p RetryPolicy) Next(prev Attempt, err error) (Attempt, bool) {
 	}
 	next := Attempt{
 		Number: prev.Number + 1,
-		Jobs:   max(prev.Jobs/2, 1),
+		Jobs:   max((prev.Jobs+1)/2, 1),
 		Budget: prev.Budget / 2,
 	}
 	next.Reason = fmt.Sprintf("attempt %d was OOM-killed (%v); retrying with %d jobs and a %s memory budget",

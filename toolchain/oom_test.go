@@ -88,6 +88,12 @@ func TestRetryPolicy(t *testing.T) {
 		t.Errorf("message %q", err)
 	}
 
+	// Odd counts round up: 3, 2, 1 is ceil(log2(3)) = 2 retries.
+	attempts, _ = RetryPolicy{Jobs: 3, Budget: 3}.Run(context.Background(), func(context.Context, Attempt) error { return oom })
+	if len(attempts) != 3 || attempts[1].Jobs != 2 || attempts[2].Jobs != 1 {
+		t.Errorf("jobs 3: %+v", attempts)
+	}
+
 	// A non-memory failure is not retried.
 	plain := errors.New("compile error")
 	attempts, err = p.Run(context.Background(), func(context.Context, Attempt) error { return plain })
