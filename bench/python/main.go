@@ -20,8 +20,13 @@
 // Without -tags libtorch the pytorch row is skipped and the python backend
 // is compared with the direct row only.
 //
-// Flags: -concurrency 1,16, -instances 1, -requests 4000 (per level and
-// backend), -rounds 3, -python /usr/bin/python3.
+// Each level runs twice: one request per Execute, and with a greedy
+// dynamic batcher (each instance takes every request already waiting, up to
+// -max-batch, as the scheduler does with dynamic batching and no queue
+// delay).
+//
+// Flags: -concurrency 1,16, -instances 1, -requests 4000 (per row and
+// round), -rounds 3, -max-batch 32, -python /usr/bin/python3.
 package main
 
 import (
@@ -39,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -51,10 +57,11 @@ func main() {
 	instances := flag.Int("instances", 1, "model instances per backend")
 	requests := flag.Int("requests", 4000, "requests per level, backend and round")
 	rounds := flag.Int("rounds", 3, "rounds (medians are reported)")
+	maxBatch := flag.Int("max-batch", 32, "also measure with a greedy dynamic batcher up to this size (1: off)")
 	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	flag.Parse()
-	if err := run(*conc, *instances, *requests, *rounds, *py, *seed); err != nil {
+	if err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -64,7 +71,7 @@ type result struct {
 	throughput float64 // requests per second
 }
 
-func run(concList string, instances, requests, rounds int, py, seed string) error {
+func run(concList string, instances, requests, rounds, maxBatch int, py, seed string) error {
 	var levels []int
 	for _, s := range strings.Split(concList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -163,18 +170,27 @@ func run(concList string, instances, requests, rounds int, py, seed string) erro
 		}
 	}
 
-	results := map[string]map[int][]result{}
+	type key struct {
+		peer  string
+		batch int
+		conc  int
+	}
+	modes := []int{1}
+	if maxBatch > 1 {
+		modes = append(modes, maxBatch)
+	}
+	results := map[key][]result{}
 	for r := 0; r < rounds; r++ {
-		for _, c := range levels {
-			for _, p := range peers {
-				res, err := measure(ctx, p.insts, c, requests, req)
-				if err != nil {
-					return fmt.Errorf("%s: %w", p.name, err)
+		for _, mb := range modes {
+			for _, c := range levels {
+				for _, p := range peers {
+					res, err := measure(ctx, p.insts, c, requests, mb, req)
+					if err != nil {
+						return fmt.Errorf("%s: %w", p.name, err)
+					}
+					k := key{p.name, mb, c}
+					results[k] = append(results[k], res)
 				}
-				if results[p.name] == nil {
-					results[p.name] = map[int][]result{}
-				}
-				results[p.name][c] = append(results[p.name][c], res)
 			}
 		}
 	}
@@ -183,79 +199,116 @@ func run(concList string, instances, requests, rounds int, py, seed string) erro
 		return err
 	}
 
-	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per level (medians of rounds)\n",
+	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per row (medians of rounds)\n",
 		instances, requests, rounds)
-	fmt.Printf("%-16s %5s %10s %10s %12s\n", "peer", "conc", "p50 us", "p99 us", "req/s")
-	names := []string{"python backend", "pytorch backend"}
-	med := map[string]map[int]result{}
-	for _, name := range names {
-		if results[name] == nil {
-			continue
-		}
-		med[name] = map[int]result{}
+	fmt.Printf("%-16s %9s %5s %10s %10s %12s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s")
+	med := map[key]result{}
+	for _, mb := range modes {
 		for _, c := range levels {
-			m := median(results[name][c])
-			med[name][c] = m
-			fmt.Printf("%-16s %5d %10.1f %10.1f %12.0f\n", name, c, us(m.p50), us(m.p99), m.throughput)
+			for _, p := range peers {
+				k := key{p.name, mb, c}
+				m := median(results[k])
+				med[k] = m
+				fmt.Printf("%-16s %9d %5d %10.1f %10.1f %12.0f\n", p.name, mb, c, us(m.p50), us(m.p99), m.throughput)
+			}
 		}
 	}
-	fmt.Printf("%-16s %5d %10.1f %10s %12.0f\n", "model.py direct", 1, us(direct), "-", 1/direct.Seconds())
-	for _, c := range levels {
-		p := med["python backend"][c]
-		if t, ok := med["pytorch backend"][c]; ok {
-			fmt.Printf("conc %2d: python - pytorch: p50 %+.1f us per request, service time %+.1f us per request (1/throughput x instances), p50 ratio %.2f\n",
-				c, us(p.p50-t.p50), 1e6*float64(instances)*(1/p.throughput-1/t.throughput), float64(p.p50)/float64(t.p50))
+	fmt.Printf("%-16s %9d %5d %10.1f %10s %12.0f\n", "model.py direct", 1, 1, us(direct), "-", 1/direct.Seconds())
+	for _, mb := range modes {
+		for _, c := range levels {
+			p := med[key{"python backend", mb, c}]
+			t, ok := med[key{"pytorch backend", mb, c}]
+			if !ok {
+				continue
+			}
+			fmt.Printf("max batch %2d, conc %2d: python - pytorch: p50 %+.1f us (ratio %.1f), time per request %+.1f us (from throughput)\n",
+				mb, c, us(p.p50-t.p50), float64(p.p50)/float64(t.p50), 1e6*(1/p.throughput-1/t.throughput))
 		}
 	}
-	fmt.Printf("conc  1: python backend - model.py direct: p50 %+.1f us per request\n", us(med["python backend"][1].p50-direct))
+	fmt.Printf("conc 1: python backend - model.py direct: p50 %+.1f us per request\n", us(med[key{"python backend", 1, 1}].p50-direct))
 	return nil
 }
 
-// measure runs requests calls from c goroutines over a pool of instances.
-func measure(ctx context.Context, insts []backend.Instance, c, requests int, req func() *backend.Request) (result, error) {
-	pool := make(chan backend.Instance, len(insts))
-	for _, in := range insts {
-		pool <- in
+// measure runs requests calls from c client goroutines. Requests queue for
+// the instances; each instance's worker takes the next request and, when
+// maxBatch > 1, also every request already waiting (up to maxBatch) and runs
+// them as one Execute: a dynamic batcher with no queue delay.
+func measure(ctx context.Context, insts []backend.Instance, c, requests, maxBatch int, req func() *backend.Request) (result, error) {
+	type job struct {
+		req  *backend.Request
+		done chan error
 	}
-	lat := make([]time.Duration, requests)
-	var next int
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	start := time.Now()
-	for g := 0; g < c; g++ {
-		wg.Add(1)
+	queue := make(chan *job, c)
+	var workers sync.WaitGroup
+	for _, in := range insts {
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			r := []*backend.Request{req()}
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= requests {
-					return
+			defer workers.Done()
+			batch := make([]*job, 0, maxBatch)
+			reqs := make([]*backend.Request, 0, maxBatch)
+			for j := range queue {
+				batch = append(batch[:0], j)
+			drain:
+				for len(batch) < maxBatch {
+					select {
+					case j, ok := <-queue:
+						if !ok {
+							break drain
+						}
+						batch = append(batch, j)
+					default:
+						break drain
+					}
 				}
-				t0 := time.Now()
-				in := <-pool
-				resps, err := in.Execute(ctx, r)
-				pool <- in
-				lat[i] = time.Since(t0)
-				if err == nil && resps[0].Err != nil {
-					err = resps[0].Err
+				reqs = reqs[:0]
+				for _, j := range batch {
+					reqs = append(reqs, j.req)
 				}
-				if err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
+				resps, err := in.Execute(ctx, reqs)
+				for i, j := range batch {
+					e := err
+					if e == nil && resps[i].Err != nil {
+						e = resps[i].Err
+					}
+					j.done <- e
 				}
 			}
 		}()
 	}
-	wg.Wait()
+	lat := make([]time.Duration, requests)
+	var next atomic.Int64
+	errs := make(chan error, c)
+	var clients sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < c; g++ {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			j := &job{req: req(), done: make(chan error, 1)}
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= requests {
+					return
+				}
+				t0 := time.Now()
+				queue <- j
+				err := <-j.done
+				lat[i] = time.Since(t0)
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	clients.Wait()
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		return result{}, firstErr
+	close(queue)
+	workers.Wait()
+	select {
+	case err := <-errs:
+		return result{}, err
+	default:
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds()}, nil

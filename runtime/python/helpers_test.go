@@ -2,9 +2,9 @@ package python
 
 import (
 	"bytes"
-	"fmt"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log"
 	"math"
 	"os"

@@ -271,3 +271,27 @@ func TestClosedInstance(t *testing.T) {
 		t.Errorf("Execute after Close succeeded")
 	}
 }
+
+// TestModelImportsSiblingModule: model.py may import helpers stored next to
+// it, as with Triton.
+func TestModelImportsSiblingModule(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/helper_mod.py", "def double(x):\n    return x * 2\n")
+	writeFile(t, spec.VersionDir+"/model.py", `import helper_mod
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", helper_mod.double(x))]))
+        return out
+`)
+	inst := load(t, b, spec, 0)
+	req := probeRequest(1.5, -2)
+	req.Outputs = []string{"OUTPUT"}
+	resps := execute(t, inst, req)
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{3, -4}, 0)
+}

@@ -128,6 +128,10 @@ class Stub:
         pb_utils.Logger._verbose = bool(msg.get("verbose"))
         self.shm.ensure(msg["shm"])
         path = msg["model_file"]
+        # Like Triton, let model.py import modules that sit next to it.
+        model_dir = os.path.dirname(os.path.abspath(path))
+        if model_dir not in sys.path:
+            sys.path.append(model_dir)
         try:
             spec = importlib.util.spec_from_file_location("model", path)
             if spec is None or spec.loader is None:
