@@ -281,7 +281,8 @@ func (b *Broker) estimateLocked(id CommandID) (int64, string) {
 // estimate is taken at grant time so that a queue built up before anything
 // was learned benefits from the first commands' measurements.
 func (b *Broker) dispatchLocked() {
-	for len(b.queue) > 0 {
+	// A closing broker grants nothing: its waiters are being sent away.
+	for !b.closed && len(b.queue) > 0 {
 		w := b.queue[0]
 		w.need, w.estimate = b.estimateLocked(w.id)
 		oversize := w.need > b.budget
