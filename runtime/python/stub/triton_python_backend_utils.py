@@ -418,7 +418,7 @@ class ModelConfig:
 
     def set_max_batch_size(self, max_batch_size):
         current = self.max_batch_size()
-        if current not in (0, max_batch_size) and max_batch_size != current:
+        if current != 0 and current != max_batch_size:
             raise TritonModelException(
                 "auto_complete_config: max_batch_size is %d in the config, model asks for %d"
                 % (current, max_batch_size))

@@ -1,0 +1,87 @@
+"""Unit tests of the shipped triton_python_backend_utils (run by utils_test.go)."""
+import unittest
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+
+class BytesTensors(unittest.TestCase):
+    def test_round_trip(self):
+        arr = np.array([b"a", b"", "w\u00f6rld", b"\x00\xff"], dtype=np.object_)
+        encoded = pb_utils.serialize_byte_tensor(arr)
+        self.assertEqual(encoded.shape, ())
+        self.assertEqual(encoded.item()[:5], b"\x01\x00\x00\x00a")
+        decoded = pb_utils.deserialize_bytes_tensor(encoded.item())
+        self.assertEqual(list(decoded), [b"a", b"", "w\u00f6rld".encode(), b"\x00\xff"])
+        self.assertEqual(decoded.dtype, np.object_)
+        self.assertIs(pb_utils.serialize_bytes_tensor, pb_utils.serialize_byte_tensor)
+
+    def test_bytes_dtype_and_empty(self):
+        enc = pb_utils.serialize_byte_tensor(np.array([[b"ab"], [b"c"]], dtype=np.bytes_))
+        self.assertEqual(list(pb_utils.deserialize_bytes_tensor(enc.item())), [b"ab", b"c"])
+        self.assertEqual(pb_utils.serialize_byte_tensor(np.array([], dtype=np.object_)), ())
+
+    def test_malformed(self):
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.deserialize_bytes_tensor(b"\x05\x00\x00\x00ab")
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.serialize_byte_tensor(np.zeros(3, dtype=np.float32))
+
+
+class Types(unittest.TestCase):
+    def test_string_to_numpy(self):
+        self.assertIs(pb_utils.triton_string_to_numpy("TYPE_FP32"), np.float32)
+        self.assertIs(pb_utils.triton_string_to_numpy("TYPE_STRING"), np.object_)
+        self.assertIs(pb_utils.triton_string_to_numpy("INT64"), np.int64)
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.triton_string_to_numpy("TYPE_COMPLEX")
+
+    def test_enum_round_trip(self):
+        for dtype in (np.bool_, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64):
+            code = pb_utils.numpy_to_triton_type(dtype)
+            self.assertIs(pb_utils.triton_to_numpy_type(code), dtype)
+        self.assertEqual(pb_utils.numpy_to_triton_type(np.float32), pb_utils.TRITONSERVER_TYPE_FP32)
+        self.assertEqual(pb_utils.numpy_to_triton_type(np.object_), pb_utils.TRITONSERVER_TYPE_BYTES)
+        self.assertIsNone(pb_utils.numpy_to_triton_type(np.complex64))
+
+
+class Objects(unittest.TestCase):
+    def test_tensor(self):
+        t = pb_utils.Tensor("X", np.zeros((2, 3), dtype=np.float32))
+        self.assertEqual((t.name(), t.shape(), t.triton_dtype()), ("X", [2, 3], 11))
+        self.assertEqual(pb_utils.Tensor("S", np.array(["a"])).triton_dtype(), pb_utils.TRITONSERVER_TYPE_BYTES)
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.Tensor("L", [1, 2, 3])
+        back = pb_utils.Tensor.from_dlpack("D", t.to_dlpack())
+        self.assertEqual(back.shape(), [2, 3])
+
+    def test_request_response(self):
+        t = pb_utils.Tensor("IN", np.ones(2, dtype=np.int32))
+        req = pb_utils.InferenceRequest(inputs=[t], requested_output_names=["OUT"], request_id="7")
+        self.assertIs(pb_utils.get_input_tensor_by_name(req, "IN"), t)
+        self.assertIsNone(pb_utils.get_input_tensor_by_name(req, "NOPE"))
+        self.assertEqual((req.requested_output_names(), req.request_id(), req.parameters()), (["OUT"], "7", "{}"))
+        with self.assertRaises(pb_utils.TritonModelException):
+            req.exec()
+        resp = pb_utils.InferenceResponse(output_tensors=[t])
+        self.assertIs(pb_utils.get_output_tensor_by_name(resp, "IN"), t)
+        self.assertFalse(resp.has_error())
+        err = pb_utils.InferenceResponse(error=pb_utils.TritonError("bad", pb_utils.TritonError.INVALID_ARG))
+        self.assertEqual((err.error().message(), err.error().code()), ("bad", 3))
+
+    def test_model_config(self):
+        cfg = pb_utils.ModelConfig({"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [1]}]})
+        cfg.add_input({"name": "A", "data_type": "TYPE_INT8", "dims": [9]})  # declared already: kept
+        cfg.add_output({"name": "B", "data_type": "FP32", "dims": [2]})
+        cfg.set_max_batch_size(8)
+        d = cfg.as_dict()
+        self.assertEqual(d["input"][0]["data_type"], "TYPE_FP32")
+        self.assertEqual(d["output"][0]["data_type"], "TYPE_FP32")
+        self.assertEqual(d["max_batch_size"], 8)
+        with self.assertRaises(pb_utils.TritonModelException):
+            cfg.set_max_batch_size(4)
+
+
+if __name__ == "__main__":
+    unittest.main()
