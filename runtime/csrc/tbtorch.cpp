@@ -20,21 +20,25 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 struct tbt_module {
   torch::jit::Module module;
   torch::jit::Method forward;
   int32_t intra_op_threads;
+  bool optimize;
+  bool inference_mode;
   std::vector<std::string> input_names;
   int32_t num_required_inputs;
   int32_t num_outputs;
   // Reused across forwards: a module is used by one thread at a time.
   std::vector<c10::IValue> args;
 
-  tbt_module(torch::jit::Module m, int32_t intra)
-      : module(std::move(m)), forward(module.get_method("forward")), intra_op_threads(intra),
-        num_required_inputs(0), num_outputs(-1) {}
+  tbt_module(torch::jit::Module m, const tbt_load_options &o)
+      : module(std::move(m)), forward(module.get_method("forward")),
+        intra_op_threads(o.intra_op_threads), optimize(o.disable_optimized_execution == 0),
+        inference_mode(o.disable_inference_mode == 0), num_required_inputs(0), num_outputs(-1) {}
 };
 
 struct tbt_result {
@@ -257,7 +261,7 @@ tbt_status tbt_module_load(const tbt_load_options *opts, tbt_module **out, char 
       return fail(err, TBT_ERR_INVALID_ARG,
                   "TorchScript module " + path + " has no forward() method");
     }
-    auto mod = std::make_unique<tbt_module>(std::move(m), opts->intra_op_threads);
+    auto mod = std::make_unique<tbt_module>(std::move(m), *opts);
     const c10::FunctionSchema &schema = mod->forward.function().getSchema();
     const auto &args = schema.arguments();
     // arguments()[0] is self.
@@ -319,7 +323,16 @@ tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
     if (m->intra_op_threads > 0 && at::get_num_threads() != m->intra_op_threads) {
       at::set_num_threads(m->intra_op_threads);
     }
-    c10::InferenceMode guard;
+    // The optimizer switch is thread-local in libtorch, so it is set around
+    // each forward rather than once at load.
+    torch::jit::GraphOptimizerEnabledGuard optimize(m->optimize);
+    c10::optional<c10::InferenceMode> inference;
+    c10::optional<torch::NoGradGuard> no_grad;
+    if (m->inference_mode) {
+      inference.emplace();
+    } else {
+      no_grad.emplace();
+    }
     // The argument tensors borrow the caller's buffers: drop them on every
     // way out, including exceptions, so nothing refers to them afterwards.
     struct ArgsReset {

@@ -25,6 +25,9 @@
 //     libtorch's thread counts; the inter-op count is process-wide and can be
 //     set once, so a later model asking for another count loads anyway and a
 //     warning is logged.
+//   - DISABLE_OPTIMIZED_EXECUTION=true runs forward() without the graph
+//     executor's optimizations; INFERENCE_MODE=false uses NoGradGuard
+//     instead of c10::InferenceMode (the default).
 //   - model_operations.op_library_filename entries (ModelSpec.OpLibraries)
 //     are loaded with dlopen(RTLD_NOW|RTLD_GLOBAL) before the model, after
 //     the server-wide libraries given as

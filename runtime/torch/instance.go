@@ -64,10 +64,24 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
 	}
 
+	noOpt, err := boolParam(spec.Parameters, ParamDisableOptimizedExecution, false)
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+	}
+	inferenceMode, err := boolParam(spec.Parameters, ParamInferenceMode, true)
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+	}
+
 	if err := b.prepareProcess(where, spec, inter); err != nil {
 		return nil, err
 	}
-	mod, err := LoadModule(ModuleOptions{Path: modelPath(spec), IntraOpThreads: intra})
+	mod, err := LoadModule(ModuleOptions{
+		Path:                      modelPath(spec),
+		IntraOpThreads:            intra,
+		DisableOptimizedExecution: noOpt,
+		DisableInferenceMode:      !inferenceMode,
+	})
 	if err != nil {
 		return nil, wrapErr(where, err)
 	}

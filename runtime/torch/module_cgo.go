@@ -148,6 +148,12 @@ func LoadModule(opts ModuleOptions) (*Module, error) {
 	cpath := C.CString(opts.Path)
 	defer C.free(unsafe.Pointer(cpath))
 	copts := C.tbt_load_options{path: cpath, intra_op_threads: C.int32_t(opts.IntraOpThreads)}
+	if opts.DisableOptimizedExecution {
+		copts.disable_optimized_execution = 1
+	}
+	if opts.DisableInferenceMode {
+		copts.disable_inference_mode = 1
+	}
 	var ptr *C.tbt_module
 	var msg *C.char
 	if st := C.tbt_module_load(&copts, &ptr, &msg); st != C.TBT_OK {

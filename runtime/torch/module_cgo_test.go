@@ -575,3 +575,55 @@ func BenchmarkForward(b *testing.B) {
 		}
 	}
 }
+
+func TestInferenceModeAndOptimizationParameters(t *testing.T) {
+	dir := t.TempDir()
+	vdir := filepath.Join(dir, "mode", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Reports whether its input is an inference tensor, which it is exactly
+	// when forward runs under c10::InferenceMode.
+	runPython(t, `
+import sys, torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        if x.is_inference():
+            return x * 0 + 1
+        return x * 0
+torch.jit.script(M()).save(sys.argv[1])
+`, filepath.Join(vdir, "model.pt"))
+	spec := &backend.ModelSpec{
+		Name: "mode", Version: 1, ModelDir: filepath.Dir(vdir), VersionDir: vdir,
+		Inputs:  []backend.TensorSpec{{Name: "x", DataType: backend.FP32, Dims: []int64{2}}},
+		Outputs: []backend.TensorSpec{{Name: "y", DataType: backend.FP32, Dims: []int64{2}}},
+	}
+	run := func(params map[string]string) float32 {
+		t.Helper()
+		spec.Parameters = params
+		inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		resps, err := inst.Execute(context.Background(), []*backend.Request{{Inputs: []backend.Tensor{
+			{Name: "x", DataType: backend.FP32, Shape: []int64{2}, Data: f32bytes([]float32{5, 6})}}}})
+		if err != nil || resps[0].Err != nil {
+			t.Fatalf("%v: %v / %v", params, err, resps[0].Err)
+		}
+		return f32s(resps[0].Outputs[0].Data)[0]
+	}
+	if got := run(nil); got != 1 {
+		t.Fatalf("default: forward did not run under InferenceMode (%v)", got)
+	}
+	if got := run(map[string]string{ParamInferenceMode: "false", ParamDisableOptimizedExecution: "true"}); got != 0 {
+		t.Fatalf("INFERENCE_MODE=false: forward ran under InferenceMode (%v)", got)
+	}
+	if got := run(map[string]string{ParamInferenceMode: "TRUE", ParamDisableOptimizedExecution: "false"}); got != 1 {
+		t.Fatalf("INFERENCE_MODE=TRUE: %v", got)
+	}
+	spec.Parameters = map[string]string{ParamInferenceMode: "maybe"}
+	if _, err := New(Options{}).NewInstance(context.Background(), spec, 0); err == nil || !strings.Contains(err.Error(), "INFERENCE_MODE") {
+		t.Fatalf("bad INFERENCE_MODE: %v", err)
+	}
+}

@@ -13,6 +13,12 @@ import (
 const (
 	ParamIntraOpThreads = "INTRA_OP_THREAD_COUNT"
 	ParamInterOpThreads = "INTER_OP_THREAD_COUNT"
+	// ParamDisableOptimizedExecution ("true"/"false", default false) turns
+	// off the TorchScript graph executor's optimizations for the model.
+	ParamDisableOptimizedExecution = "DISABLE_OPTIMIZED_EXECUTION"
+	// ParamInferenceMode ("true"/"false", default true) chooses
+	// c10::InferenceMode over NoGradGuard during forward.
+	ParamInferenceMode = "INFERENCE_MODE"
 	// ConfigOpLibraries is the --backend-config=pytorch,<key>=<list> key
 	// naming op libraries every pytorch model needs, separated by
 	// filepath.ListSeparator.
@@ -244,6 +250,20 @@ func threadParam(params map[string]string, key string) (int, error) {
 	return n, nil
 }
 
+// boolParam reads a "true"/"false" model parameter (any case, also 1/0);
+// def when absent.
+func boolParam(params map[string]string, key string, def bool) (bool, error) {
+	v, ok := params[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(strings.ToLower(strings.TrimSpace(v)))
+	if err != nil {
+		return false, fmt.Errorf("parameter %s: want true or false, got %q", key, v)
+	}
+	return b, nil
+}
+
 // opLibraries lists the libraries to load before the model: server-wide
 // ones first, then the model's own, without repeats.
 func opLibraries(spec *backend.ModelSpec) []string {
@@ -288,4 +308,10 @@ type ModuleOptions struct {
 	// IntraOpThreads is libtorch's intra-op thread count for this module's
 	// forwards; 0 keeps libtorch's default (one per core).
 	IntraOpThreads int
+	// DisableOptimizedExecution runs forward() without the graph
+	// executor's optimization passes.
+	DisableOptimizedExecution bool
+	// DisableInferenceMode runs forward() under NoGradGuard instead of
+	// InferenceMode.
+	DisableInferenceMode bool
 }

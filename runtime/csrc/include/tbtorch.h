@@ -86,10 +86,18 @@ typedef struct {
   int64_t nbytes;
 } tbt_tensor_view;
 
-/* Options for tbt_module_load. Thread counts <= 0 keep libtorch's default. */
+/* Options for tbt_module_load; zero values mean libtorch's defaults. */
 typedef struct {
-  const char *path;           /* TorchScript archive (model.pt) */
-  int32_t intra_op_threads;   /* applied on every forward (per OS thread in OpenMP) */
+  const char *path;         /* TorchScript archive (model.pt) */
+  int32_t intra_op_threads; /* applied on every forward (per OS thread in OpenMP) */
+  /* Nonzero: run forward() without the graph executor's optimizations
+   * (torch::jit::GraphOptimizerEnabledGuard(false)), Triton's
+   * DISABLE_OPTIMIZED_EXECUTION. */
+  int32_t disable_optimized_execution;
+  /* Nonzero: run forward() under torch::NoGradGuard instead of
+   * c10::InferenceMode (Triton's INFERENCE_MODE=false), for models that
+   * mutate state that inference tensors may not touch. */
+  int32_t disable_inference_mode;
 } tbt_load_options;
 
 /* Frees a message returned through an err out-parameter. NULL is ignored. */
@@ -141,7 +149,8 @@ TBT_API const char *tbt_module_input_name(const tbt_module *m, int32_t i);
 TBT_API int32_t tbt_module_num_outputs(const tbt_module *m);
 
 /*
- * Runs forward() on n_inputs borrowed tensors under c10::InferenceMode.
+ * Runs forward() on n_inputs borrowed tensors under c10::InferenceMode
+ * (or NoGradGuard, see tbt_load_options).
  * On success *out owns the outputs, and *views / *n_views (both owned by
  * *out) describe them, so that a caller reads everything without further
  * calls.
