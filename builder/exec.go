@@ -143,6 +143,7 @@ type nodeBuild struct {
 	jobs    JobPlan
 	launch  Launch
 	cc, cxx string
+	logged  map[string]bool
 }
 
 func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
@@ -172,9 +173,9 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	if err := os.RemoveAll(b.staging); err != nil {
 		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
 	}
-	if err := os.RemoveAll(b.logs); err != nil {
-		return fmt.Errorf("%s: clearing logs: %w", n.Name, err)
-	}
+	// Logs of steps this attempt skips (a resumed build's configure) stay;
+	// each step's log restarts when the step runs again.
+	b.logged = map[string]bool{}
 	for _, d := range []string{b.work, b.logs, b.destdir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("%s: %w", n.Name, err)
@@ -673,7 +674,12 @@ var progressRE = regexp.MustCompile(`^\[\s*(\d+)/(\d+)\]|^\[\s*(\d+)%\]`)
 // logs/<step>.log; on failure the error carries the log's tail.
 func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string, name string, args ...string) error {
 	logPath := filepath.Join(b.logs, step+".log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if !b.logged[step] {
+		flags |= os.O_TRUNC
+		b.logged[step] = true
+	}
+	logf, err := os.OpenFile(logPath, flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s: opening log: %w", b.n.Name, err)
 	}
