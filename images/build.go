@@ -125,8 +125,9 @@ type Summary struct {
 	CompressedSize   int64 // manifest + config + layers as stored in a registry
 	UncompressedSize int64 // sum of the layers' tar sizes (known for layers written here)
 	Layers           []LayerSummary
-	BaseLibraries    []string // host files copied into the base-libraries layer
-	LibraryPath      []string // LD_LIBRARY_PATH of the image
+	BaseLibraries    []string      // host files copied into the base-libraries layer
+	HostPackages     []HostPackage // distribution packages owning them (listed in the SBOM)
+	LibraryPath      []string      // LD_LIBRARY_PATH of the image
 	MissingLibraries []MissingLibrary
 }
 
@@ -330,6 +331,7 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 	var labels []string
 	var baseFiles []string
 	var missing []MissingLibrary
+	var hostPkgs []HostPackage
 	if base.scratch {
 		t, err := elfTargetFor(o.Arch)
 		if err != nil {
@@ -358,13 +360,16 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		specs = append(specs, spec)
 		labels = append(labels, "tritonbuild: base libraries, users and /tmp")
 		baseFiles = c.files
+		if hostPkgs, err = hostPackages(ctx, c.files); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range treeSpecs {
 		t := o.Trees[i]
 		specs = append(specs, s)
 		labels = append(labels, fmt.Sprintf("tritonbuild: install %s %s (%s)", t.Name, t.Version, t.Hash))
 	}
-	sbom, err := SBOM(o.Trees, SBOMOptions{Name: o.Name, Version: o.Version, Epoch: o.Epoch})
+	sbom, err := SBOM(o.Trees, SBOMOptions{Name: o.Name, Version: o.Version, Epoch: o.Epoch, HostPackages: hostPkgs, Distro: hostDistro()})
 	if err != nil {
 		return nil, err
 	}
@@ -413,6 +418,7 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		return nil, err
 	}
 	sum.BaseLibraries = baseFiles
+	sum.HostPackages = hostPkgs
 	sum.MissingLibraries = missing
 	asm.Image, asm.Summary = img, sum
 	return asm, nil

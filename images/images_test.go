@@ -840,3 +840,54 @@ func TestRegistryBase(t *testing.T) {
 		t.Errorf("missing base: %v", err)
 	}
 }
+
+func TestHostPackagesInSBOM(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-query"); err != nil {
+		t.Skip("skipping: no dpkg on this host, the SBOM lists trees only")
+	}
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("skipping: no ls on this host")
+	}
+	data, err := os.ReadFile(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := t.TempDir()
+	os.MkdirAll(filepath.Join(tree, "bin"), 0o755)
+	if err := os.WriteFile(filepath.Join(tree, "bin", "ls"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asm := assemble(t, Options{Trees: []Tree{{Name: "coreutils", Dir: tree}}, Epoch: testEpoch, Entrypoint: []string{"ls"}})
+	var libc *HostPackage
+	for i, p := range asm.Summary.HostPackages {
+		if p.Name == "libc6" {
+			libc = &asm.Summary.HostPackages[i]
+		}
+	}
+	if libc == nil || libc.Version == "" {
+		t.Fatalf("libc6 not among the host packages %+v", asm.Summary.HostPackages)
+	}
+	sbom := extractFiles(t, asm.Image)["opt/tritonserver/share/sbom.spdx.json"]
+	var doc struct {
+		Packages []struct {
+			Name         string `json:"name"`
+			VersionInfo  string `json:"versionInfo"`
+			ExternalRefs []struct {
+				Locator string `json:"referenceLocator"`
+			} `json:"externalRefs"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal([]byte(sbom), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range doc.Packages {
+		if p.Name == "libc6" && p.VersionInfo == libc.Version && len(p.ExternalRefs) == 1 && strings.HasPrefix(p.ExternalRefs[0].Locator, "pkg:deb/") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("SBOM lacks libc6 %s with a purl:\n%s", libc.Version, sbom)
+	}
+}

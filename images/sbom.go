@@ -40,7 +40,14 @@ type spdxPackage struct {
 	LicenseConcluded string         `json:"licenseConcluded"`
 	LicenseDeclared  string         `json:"licenseDeclared"`
 	CopyrightText    string         `json:"copyrightText"`
-	PrimaryPurpose   string         `json:"primaryPackagePurpose,omitempty"`
+	ExternalRefs     []spdxRef      `json:"externalRefs,omitempty"`
+	Comment          string         `json:"comment,omitempty"`
+}
+
+type spdxRef struct {
+	Category string `json:"referenceCategory"`
+	Type     string `json:"referenceType"`
+	Locator  string `json:"referenceLocator"`
 }
 
 type spdxChecksum struct {
@@ -63,6 +70,10 @@ type SBOMOptions struct {
 	Version string    // subject version; may be empty
 	Epoch   time.Time // creationInfo.created
 	Tool    string    // creator tool, e.g. "tritonbuild-0.1"
+	// HostPackages own the host files of the base-libraries layer.
+	HostPackages []HostPackage
+	// Distro names the host distribution in package URLs ("debian").
+	Distro string
 }
 
 // SBOM renders an SPDX 2.3 JSON document listing every tree as a package
@@ -119,6 +130,33 @@ func SBOM(trees []Tree, o SBOMOptions) ([]byte, error) {
 			p.Checksums = []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sum}}
 		}
 		doc.Packages = append(doc.Packages, p)
+		doc.Relationships = append(doc.Relationships, spdxRelationship{
+			SPDXElementID: "SPDXRef-DOCUMENT", RelationshipType: "DESCRIBES", RelatedSPDXElement: id,
+		})
+	}
+	if o.Distro == "" {
+		o.Distro = "debian"
+	}
+	purlEscape := strings.NewReplacer("%", "%25", ":", "%3A", "+", "%2B", "/", "%2F")
+	for _, h := range o.HostPackages {
+		id := "SPDXRef-HostPackage-" + strings.Trim(spdxIDUnsafe.ReplaceAllString(h.Name+"-"+h.Arch, "-"), "-")
+		if ids[id] {
+			continue
+		}
+		ids[id] = true
+		doc.Packages = append(doc.Packages, spdxPackage{
+			Name:             h.Name,
+			SPDXID:           id,
+			VersionInfo:      h.Version,
+			DownloadLocation: "NOASSERTION",
+			Homepage:         h.Homepage,
+			LicenseConcluded: "NOASSERTION",
+			LicenseDeclared:  "NOASSERTION",
+			CopyrightText:    "NOASSERTION",
+			ExternalRefs: []spdxRef{{Category: "PACKAGE-MANAGER", Type: "purl",
+				Locator: fmt.Sprintf("pkg:deb/%s/%s@%s?arch=%s", o.Distro, h.Name, purlEscape.Replace(h.Version), h.Arch)}},
+			Comment: "host distribution package providing shared libraries of the base-libraries layer",
+		})
 		doc.Relationships = append(doc.Relationships, spdxRelationship{
 			SPDXElementID: "SPDXRef-DOCUMENT", RelationshipType: "DESCRIBES", RelatedSPDXElement: id,
 		})
