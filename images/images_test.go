@@ -891,3 +891,44 @@ func TestHostPackagesInSBOM(t *testing.T) {
 		t.Errorf("SBOM lacks libc6 %s with a purl:\n%s", libc.Version, sbom)
 	}
 }
+
+func TestProgressOfLargeLayers(t *testing.T) {
+	tree := scriptTree(t, "server", true, "")
+	big := bytes.Repeat([]byte("tritonbuild progress "), 1<<20) // 21 MiB
+	if err := os.WriteFile(filepath.Join(tree.Dir, "lib", "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var layerReports []Progress
+	asm := assemble(t, Options{Trees: []Tree{tree}, Epoch: testEpoch, Progress: func(p Progress) {
+		if p.Name == "server" {
+			layerReports = append(layerReports, p)
+		}
+	}})
+	if len(layerReports) < 3 {
+		t.Fatalf("%d progress reports for a 21 MiB layer: %+v", len(layerReports), layerReports)
+	}
+	last := layerReports[len(layerReports)-1]
+	if last.Stage != "layer" || last.Done != last.Total || last.Total < int64(len(big)) {
+		t.Errorf("last report %+v", last)
+	}
+	for i := 1; i < len(layerReports); i++ {
+		if layerReports[i].Done < layerReports[i-1].Done {
+			t.Errorf("progress went backwards: %+v", layerReports)
+		}
+	}
+	serverDigest, _ := asm.Summary.LayerDigest("server")
+	var written int64
+	err := WriteLayout(context.Background(), asm.Image, filepath.Join(t.TempDir(), "oci"), "v1", OutputOptions{Progress: func(p Progress) {
+		if p.Stage == "write" && p.Name == serverDigest.String() {
+			written = p.Done
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range asm.Summary.Layers {
+		if l.Name == "server" && written != l.Size {
+			t.Errorf("write progress ended at %d of %d bytes", written, l.Size)
+		}
+	}
+}
