@@ -31,6 +31,11 @@ type Instance struct {
 	outputNames []string
 	outputTypes map[string]backend.DataType
 
+	// unloading ends when Close starts, so that a restart stuck in a slow
+	// initialize does not hold Close (and the mutex) for its full timeout.
+	unloading context.Context
+	unload    context.CancelFunc
+
 	mu        sync.Mutex
 	shm       *shmRegion
 	proc      *stubProc // nil while (re)starting or after a failure
@@ -144,6 +149,10 @@ func (in *Instance) ensureRunning(ctx context.Context) error {
 		in.proc = nil
 	}
 	in.restarts++
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(in.unloading, cancel)
+	defer stop()
 	if err := in.start(ctx); err != nil {
 		return backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %v", in.spec.Name, in.idx, err)
 	}
@@ -486,6 +495,7 @@ func appendJSONString(b []byte, s string) []byte {
 // Close runs model.py's finalize, stops the stub and releases the shared
 // memory. It returns finalize's error, if any.
 func (in *Instance) Close() error {
+	in.unload()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {

@@ -295,3 +295,44 @@ class TritonPythonModel:
 	resps := execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{3, -4}, 0)
 }
+
+// TestCloseDuringStuckRestart: a restart whose initialize hangs does not
+// hold up unloading.
+func TestCloseDuringStuckRestart(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", `import os, time
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        if os.path.exists("hang-on-init"):
+            time.sleep(3600)
+    def execute(self, requests):
+        os._exit(3)
+`)
+	inst := load(t, b, spec, 0)
+	writeFile(t, spec.VersionDir+"/hang-on-init", "")
+	if _, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(1)}); err == nil {
+		t.Fatal("execute survived os._exit")
+	}
+	time.Sleep(500 * time.Millisecond) // let the background restart reach initialize
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- inst.Close() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close blocked behind a hung restart")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Close took %s", d)
+	}
+	if left := stubChildren(t); len(left) != 0 {
+		for pid := range left {
+			if alive(pid) {
+				t.Errorf("stub %d left running", pid)
+			}
+		}
+	}
+}

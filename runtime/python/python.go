@@ -275,6 +275,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		verbose:   b.opts.Verbose,
 		prefix:    fmt.Sprintf("[%s/%d#%d] ", spec.Name, spec.Version, idx),
 	}
+	inst.unloading, inst.unload = context.WithCancel(context.Background())
 	inst.outputNames = make([]string, len(spec.Outputs))
 	inst.outputTypes = make(map[string]backend.DataType, len(spec.Outputs))
 	for i, o := range spec.Outputs {
@@ -286,6 +287,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, err
 	}
 	if err := inst.start(ctx); err != nil {
+		inst.unload()
 		inst.shm.close()
 		return nil, err
 	}
