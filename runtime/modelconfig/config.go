@@ -2,6 +2,7 @@ package modelconfig
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -144,7 +145,7 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		b = strconv.AppendQuote(b, string(fd.Name()))
+		b = appendString(b, string(fd.Name()))
 		b = append(b, ':')
 		v := m.Get(fd)
 		switch {
@@ -171,7 +172,7 @@ func appendMessage(b []byte, m protoreflect.Message) []byte {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = strconv.AppendQuote(b, k.String())
+				b = appendString(b, k.String())
 				b = append(b, ':')
 				b = appendValue(b, fd.MapValue(), mp.Get(k))
 			}
@@ -189,19 +190,19 @@ func appendValue(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 		return appendMessage(b, v.Message())
 	case protoreflect.EnumKind:
 		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			return strconv.AppendQuote(b, string(ev.Name()))
+			return appendString(b, string(ev.Name()))
 		}
 		return strconv.AppendInt(b, int64(v.Enum()), 10)
 	case protoreflect.BoolKind:
 		return strconv.AppendBool(b, v.Bool())
 	case protoreflect.StringKind:
-		return strconv.AppendQuote(b, v.String())
+		return appendString(b, v.String())
 	case protoreflect.BytesKind:
-		return strconv.AppendQuote(b, string(v.Bytes()))
+		return appendString(b, string(v.Bytes()))
 	case protoreflect.FloatKind, protoreflect.DoubleKind:
 		f := v.Float()
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return strconv.AppendQuote(b, strconv.FormatFloat(f, 'g', -1, 64))
+			return appendString(b, strconv.FormatFloat(f, 'g', -1, 64))
 		}
 		bits := 64
 		if fd.Kind() == protoreflect.FloatKind {
@@ -233,4 +234,14 @@ func sortMapKeys(keys []protoreflect.MapKey) {
 			keys[j], keys[j-1] = keys[j-1], keys[j]
 		}
 	}
+}
+
+// appendString writes s as a JSON string (encoding/json's escaping, which
+// also turns invalid UTF-8 into U+FFFD).
+func appendString(b []byte, s string) []byte {
+	q, err := json.Marshal(s)
+	if err != nil { // cannot happen for a string
+		return append(b, `""`...)
+	}
+	return append(b, q...)
 }

@@ -34,6 +34,11 @@ var platformBackends = map[string]string{
 	"pytorch_libtorch": "pytorch",
 }
 
+// MaxInstances bounds the instances of one model: each is a loaded copy of
+// the model (and for python a process), so a typo such as count: 10000
+// should fail the load rather than exhaust the machine.
+const MaxInstances = 256
+
 // resolved is a validated model configuration ready to build versions from.
 type resolved struct {
 	*modelconfig.ModelConfig
@@ -170,6 +175,9 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		}
 		r.sched.Instances += max(c, 1)
 	}
+	if r.sched.Instances > MaxInstances {
+		return nil, fmt.Errorf("%d instances requested; at most %d per model", r.sched.Instances, MaxInstances)
+	}
 	r.sched.Instances = max(r.sched.Instances, 1)
 	if db := cfg.GetDynamicBatching(); db != nil {
 		d := &scheduler.Dynamic{
@@ -279,6 +287,9 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 				if d < 0 {
 					return nil, fmt.Errorf("model_warmup[%d] input '%s' has a variable dimension", i, spec.Name)
 				}
+				if d > 0 && elems > (1<<24)/d {
+					return nil, fmt.Errorf("model_warmup[%d] input '%s' is too large", i, spec.Name)
+				}
 				elems *= d
 			}
 			if r.MaxBatchSize > 0 {
@@ -287,6 +298,9 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 			one, err := warmupData(dir, in, dt, elems)
 			if err != nil {
 				return nil, fmt.Errorf("model_warmup[%d] input '%s': %w", i, spec.Name, err)
+			}
+			if r.MaxBatchSize > 0 && int64(len(one))*batch > 256<<20 {
+				return nil, fmt.Errorf("model_warmup[%d] input '%s': batch of %d samples is too large", i, spec.Name, batch)
 			}
 			data := one
 			for b := int64(1); b < batch && r.MaxBatchSize > 0; b++ {
@@ -305,11 +319,14 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 }
 
 func warmupData(dir string, in *modelconfig.ModelWarmup_Input, dt backend.DataType, elems int64) ([]byte, error) {
-	if elems > 1<<28 {
+	if elems > 1<<24 {
 		return nil, fmt.Errorf("%d elements is too large for a warmup sample", elems)
 	}
 	switch src := in.GetInputDataType().(type) {
 	case *modelconfig.ModelWarmup_Input_InputDataFile:
+		if !filepath.IsLocal(src.InputDataFile) {
+			return nil, fmt.Errorf("input_data_file %q must name a file inside the model's warmup directory", src.InputDataFile)
+		}
 		p := filepath.Join(dir, "warmup", src.InputDataFile)
 		data, err := os.ReadFile(p)
 		if err != nil {

@@ -74,7 +74,7 @@ type job struct {
 // It is safe for concurrent use.
 type Scheduler struct {
 	cfg       Config
-	preferred []bool // indexed by batch size
+	preferred map[int]bool // preferred batch sizes; nil without dynamic batching
 	queue     chan *job
 	stop      chan struct{}
 	workers   sync.WaitGroup
@@ -109,7 +109,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	}
 	s.queue = make(chan *job, qcap)
 	if cfg.Dynamic != nil && cfg.MaxBatchSize > 0 {
-		s.preferred = make([]bool, cfg.MaxBatchSize+1)
+		s.preferred = map[int]bool{}
 		for _, p := range cfg.Dynamic.PreferredBatchSizes {
 			if p < 1 || p > cfg.MaxBatchSize {
 				return nil, fmt.Errorf("preferred batch size %d is outside 1..max_batch_size %d", p, cfg.MaxBatchSize)
@@ -243,8 +243,8 @@ func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 func (s *Scheduler) work(inst backend.Instance) {
 	defer s.workers.Done()
 	maxRows := max(s.cfg.MaxBatchSize, 1)
-	batch := make([]*job, 0, maxRows)
-	reqs := make([]*backend.Request, 0, maxRows)
+	batch := make([]*job, 0, min(maxRows, 64))
+	reqs := make([]*backend.Request, 0, min(maxRows, 64))
 	var carry *job // taken (and accounted) from the queue but did not fit the previous batch
 	var timer *time.Timer
 	for {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,15 +52,38 @@ func (c *counter) load() Duration { return Duration{Count: c.count.Load(), Ns: c
 
 type batchCounters struct{ input, infer, output counter }
 
+// denseBatchSizes bounds the per-batch-size counter array; larger batch
+// sizes (rare, and only with a large max_batch_size) go to a locked map.
+const denseBatchSizes = 1024
+
 type stats struct {
 	last                             atomic.Int64
 	inferences, executions           atomic.Uint64
 	success, fail, queue             counter
 	computeIn, computeInfer, compOut counter
 	batch                            []batchCounters // index = batch size
+	bigMu                            sync.Mutex
+	big                              map[int]*batchCounters
 }
 
-func (s *stats) init(maxRows int) { s.batch = make([]batchCounters, maxRows+1) }
+func (s *stats) init(maxRows int) {
+	s.batch = make([]batchCounters, min(maxRows, denseBatchSizes)+1)
+	s.big = map[int]*batchCounters{}
+}
+
+func (s *stats) forSize(rows int) *batchCounters {
+	if rows < len(s.batch) {
+		return &s.batch[rows]
+	}
+	s.bigMu.Lock()
+	defer s.bigMu.Unlock()
+	b := s.big[rows]
+	if b == nil {
+		b = &batchCounters{}
+		s.big[rows] = b
+	}
+	return b
+}
 
 func (s *stats) executed(rows, reqs int, in, infer time.Duration, end time.Time) {
 	s.last.Store(end.UnixMilli())
@@ -66,17 +91,14 @@ func (s *stats) executed(rows, reqs int, in, infer time.Duration, end time.Time)
 	s.executions.Add(1)
 	s.computeIn.addN(uint64(reqs), in)
 	s.computeInfer.addN(uint64(reqs), infer)
-	if rows < len(s.batch) {
-		s.batch[rows].input.add(in)
-		s.batch[rows].infer.add(infer)
-	}
+	b := s.forSize(rows)
+	b.input.add(in)
+	b.infer.add(infer)
 }
 
 func (s *stats) output(rows, reqs int, out time.Duration) {
 	s.compOut.addN(uint64(reqs), out)
-	if rows < len(s.batch) {
-		s.batch[rows].output.add(out)
-	}
+	s.forSize(rows).output.add(out)
 }
 
 // Stats returns a snapshot of the statistics. Counters are read one by one,
@@ -94,14 +116,26 @@ func (s *Scheduler) Stats() Stats {
 		ComputeInfer:   st.computeInfer.load(),
 		ComputeOutput:  st.compOut.load(),
 	}
-	for size := range st.batch {
-		b := &st.batch[size]
-		if n := b.infer.count.Load(); n == 0 {
-			continue
+	add := func(size int, b *batchCounters) {
+		if b.infer.count.Load() == 0 {
+			return
 		}
 		out.Batches = append(out.Batches, BatchStats{
 			BatchSize: size, ComputeInput: b.input.load(), ComputeInfer: b.infer.load(), ComputeOutput: b.output.load(),
 		})
 	}
+	for size := range st.batch {
+		add(size, &st.batch[size])
+	}
+	st.bigMu.Lock()
+	sizes := make([]int, 0, len(st.big))
+	for size := range st.big {
+		sizes = append(sizes, size)
+	}
+	slices.Sort(sizes)
+	for _, size := range sizes {
+		add(size, st.big[size])
+	}
+	st.bigMu.Unlock()
 	return out
 }

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// fuzzModel loads the identity model (BYTES, INT32, BOOL, FP64 inputs) so
+// that decoded requests can also go through validation.
+func fuzzModel(f *testing.F) *repository.Model {
+	root := f.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "ident", "1"), 0o755); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "ident", "config.pbtxt"), []byte(identModel), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()}, StrictModelConfig: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := mgr.LoadAll(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	m, err := mgr.Get("ident", 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return m
+}
+
+// FuzzDecodeRequest feeds arbitrary bodies (JSON alone, or JSON plus a
+// binary tail split at hdrLen) to the decoder and the validator: they must
+// return errors, never panic, and accepted requests must be consistent.
+func FuzzDecodeRequest(f *testing.F) {
+	m := fuzzModel(f)
+	jsonSeeds := []string{
+		`{"inputs":[{"name":"S","shape":[2],"datatype":"BYTES","data":["a","b"]},{"name":"I","shape":[2,2],"datatype":"INT32","data":[[1,2],[3,4]]},{"name":"B","shape":[2],"datatype":"BOOL","data":[true,false]}]}`,
+		`{"id":"x","parameters":{"binary_data_output":true},"inputs":[{"name":"D","shape":[1],"datatype":"FP64","data":[1e308]}],"outputs":[{"name":"D_OUT","parameters":{"binary_data":false}}]}`,
+		`{"inputs":[{"name":"I","shape":[2,2],"datatype":"INT32","data":[1,2,3,"\u0000"]}]}`,
+		`{"inputs":[{"name":"S","shape":[-1],"datatype":"BYTES","data":[]}]}`,
+		`{"inputs":[{"name":"I","shape":[4611686018427387904,4],"datatype":"INT32","data":[1]}]}`,
+		`{`,
+	}
+	for _, s := range jsonSeeds {
+		f.Add([]byte(s), -1)
+	}
+	s := []byte{2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0}
+	hdr := `{"inputs":[{"name":"S","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":10}},{"name":"I","shape":[2,2],"datatype":"INT32","parameters":{"binary_data_size":16}},{"name":"B","shape":[2],"datatype":"BOOL","data":[true,true]}]}`
+	body := append([]byte(hdr), s...)
+	body = append(body, make([]byte, 16)...)
+	f.Add(body, len(hdr))
+	f.Add(body[:len(body)-3], len(hdr))
+	d := binary.LittleEndian.AppendUint64(nil, math.Float64bits(math.NaN()))
+	hdr2 := `{"inputs":[{"name":"D","shape":[1],"datatype":"FP64","parameters":{"binary_data_size":8}}]}`
+	f.Add(append([]byte(hdr2), d...), len(hdr2))
+
+	f.Fuzz(func(t *testing.T, body []byte, hdrLen int) {
+		h := ""
+		if hdrLen >= 0 {
+			h = strconv.Itoa(hdrLen)
+		}
+		req, parsed, err := decodeRequest(body, h, m)
+		if err != nil {
+			if _, ok := err.(*backend.Error); !ok {
+				t.Fatalf("decode error is not a *backend.Error: %T %v", err, err)
+			}
+			return
+		}
+		if parsed == nil || len(req.Inputs) != len(parsed.Inputs) {
+			t.Fatalf("inconsistent decode")
+		}
+		if err := m.Validate(req); err != nil {
+			return
+		}
+		// A valid request's tensors can be rendered back as JSON.
+		for i := range req.Inputs {
+			if _, ok := appendData(nil, &req.Inputs[i]); !ok {
+				t.Fatalf("validated input %s does not render", req.Inputs[i].Name)
+			}
+		}
+	})
+}
+
+// FuzzDecodeData targets the JSON data scanner alone.
+func FuzzDecodeData(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, `[[1.5,-2e3],[3,4]]`, `["a","\u00e9\"",""]`, `[true,false]`, `[1,,2]`, `[[[]]]`, `["unterminated`, `[1e999]`} {
+		f.Add([]byte(s), uint8(0), int64(3))
+	}
+	types := []backend.DataType{backend.FP32, backend.FP64, backend.Int8, backend.Int64, backend.Uint16, backend.Uint64, backend.Bool, backend.Bytes, backend.FP16}
+	f.Fuzz(func(t *testing.T, raw []byte, ti uint8, n int64) {
+		dt := types[int(ti)%len(types)]
+		out, err := decodeData(raw, dt, n, "x")
+		if err != nil {
+			return
+		}
+		tensor := backend.Tensor{Name: "x", DataType: dt, Shape: []int64{n}, Data: out}
+		if dt != backend.Bytes && int64(len(out)) != n*int64(dt.Size()) {
+			t.Fatalf("decoded %d bytes for %d elements of %s", len(out), n, dt)
+		}
+		if _, ok := appendData(nil, &tensor); !ok {
+			t.Fatalf("decoded data does not render")
+		}
+	})
+}
