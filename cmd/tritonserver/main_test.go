@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFlags(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, &out); err == nil || !strings.Contains(out.String(), "-model-repository") {
+		t.Errorf("--help: %v %q", err, out.String())
+	}
+	for _, args := range [][]string{
+		{"--model-repository=/x", "--no-such-flag"},
+		{"--model-repository=/x", "--allow-http", "false"}, // booleans need =false
+		{},
+		{"--model-repository=/x", "--model-control-mode=explicit"},
+		{"--model-repository=/x", "--model-control-mode=sometimes"},
+		{"--model-repository=/x", "--load-model=m"},
+		{"--model-repository=/x", "--backend-config=novalue"},
+		{"--model-repository=/x", "--http-port=70000"},
+		{"--model-repository=/x", "--http-max-input-size=0"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v: want an error", args)
+		}
+	}
+	c, err := parseFlags([]string{
+		"--model-repository=/a", "-model-repository", "/b", "--http-port", "9000", "--allow-grpc=false",
+		"--backend-config=python,shm-default-byte-size=1024", "--backend-config=default-max-batch-size=4",
+		"--backend-config=python,default-max-batch-size=8", "--exit-timeout-secs=5", "--id=mine", "--strict-model-config=true",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.repositories, ",") != "/a,/b" || c.httpPort != 9000 || c.allowGRPC || !c.allowHTTP || c.exitTimeout != 5*time.Second ||
+		c.id != "mine" || !c.strictModelConfig || c.metricsPort != 8002 || c.grpcPort != 8001 || c.httpMaxInputSize != 64<<20 {
+		t.Errorf("parsed: %+v", c)
+	}
+	py := c.settingsFor("python")
+	if py["shm-default-byte-size"] != "1024" || py["default-max-batch-size"] != "8" || c.settingsFor("pytorch")["default-max-batch-size"] != "4" {
+		t.Errorf("backend config: %v", c.backendConfig)
+	}
+	if code := run(context.Background(), []string{"--bogus"}, io.Discard, io.Discard); code == 0 {
+		t.Error("unknown flag must exit non-zero")
+	}
+}
+
+// syncBuffer collects the server log while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var startedRE = regexp.MustCompile(`Started (HTTPService|Metrics Service) at ([0-9a-f.:\[\]]+)`)
+
+// TestServeWithFailedModel runs the real program: a pytorch model that
+// cannot load (its model.pt is not TorchScript) stops a default server,
+// and with --exit-on-error=false the server runs, reports the failure and
+// shuts down cleanly on cancellation.
+func TestServeWithFailedModel(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "broken")
+	if err := os.MkdirAll(filepath.Join(dir, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `platform: "pytorch_libtorch"
+max_batch_size: 4
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [2] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]`
+	if err := os.WriteFile(filepath.Join(dir, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "1", "model.pt"), []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--model-repository", root, "--http-address=127.0.0.1", "--http-port=0", "--metrics-address=127.0.0.1", "--metrics-port=0", "--allow-grpc=false"}
+	var log1 syncBuffer
+	if code := run(context.Background(), common, io.Discard, &log1); code != 1 {
+		t.Fatalf("exit-on-error: exit %d, log:\n%s", code, log1.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan int)
+	go func() { done <- run(ctx, append(common, "--exit-on-error=false"), io.Discard, &logs) }()
+	addrs := map[string]string{}
+	for deadline := time.Now().Add(20 * time.Second); len(addrs) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start:\n%s", logs.String())
+		}
+		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
+			addrs[m[1]] = m[2]
+		}
+	}
+	base := "http://" + addrs["HTTPService"]
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(base + "/v2/health/live"); code != 200 {
+		t.Errorf("live: %d", code)
+	}
+	if code, _ := get(base + "/v2/health/ready"); code != 400 {
+		t.Errorf("ready with a failed model under strict readiness: %d", code)
+	}
+	resp, err := http.Post(base+"/v2/repository/index", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&idx)
+	resp.Body.Close()
+	if len(idx) != 1 || idx[0]["name"] != "broken" || idx[0]["state"] != "UNAVAILABLE" || idx[0]["reason"] == "" {
+		t.Errorf("index: %v", idx)
+	}
+	if code, body := get("http://" + addrs["Metrics Service"] + "/metrics"); code != 200 || !strings.Contains(body, "nv_cpu_memory_total_bytes") {
+		t.Errorf("metrics: %d %.200s", code, body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("shutdown exit %d:\n%s", code, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not shut down")
+	}
+}
