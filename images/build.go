@@ -71,6 +71,11 @@ type Options struct {
 	// ExtraLibraries are host libraries (sonames or absolute paths) the
 	// trees load with dlopen, added with their closure to a scratch base.
 	ExtraLibraries []string
+	// HostPaths are host files or directories copied into a scratch base at
+	// their host paths, with the shared libraries their ELF files need:
+	// what the trees execute without linking it, e.g. "/usr/bin/python3"
+	// and "/usr/lib/python3.11" for the python backend.
+	HostPaths []string
 	// AllowMissingLibraries turns unresolved DT_NEEDED entries from an
 	// error into Summary.MissingLibraries.
 	AllowMissingLibraries bool
@@ -344,7 +349,7 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		if err := checkEntrypoint(fsys, o); err != nil {
 			return nil, err
 		}
-		c, err := resolveClosure(closureOptions{target: t, fsys: fsys, hostDirs: hostDirs, libraryPath: libPath, extra: o.ExtraLibraries})
+		c, err := resolveClosure(closureOptions{target: t, fsys: fsys, hostDirs: hostDirs, libraryPath: libPath, extra: o.ExtraLibraries, hostPaths: o.HostPaths})
 		if err != nil {
 			return nil, err
 		}
@@ -448,6 +453,11 @@ func checkEntrypoint(fsys *imageFS, o Options) error {
 // unprivileged user 1000, its home, and a world-writable sticky /tmp.
 func baseLayerSpec(c *closure) (*layerSpec, error) {
 	var entries []entry
+	for _, d := range c.dirs {
+		name := cleanImagePath(d)
+		entries = append(entries, parentDirs(name)...)
+		entries = append(entries, entry{name: name, typ: tar.TypeDir, mode: 0o755})
+	}
 	for _, f := range c.files {
 		st, err := os.Lstat(f)
 		if err != nil {

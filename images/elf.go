@@ -277,6 +277,16 @@ type hostLink struct{ name, target string }
 // kernel does, and returns the final path with the symlinks traversed.
 // ok is false when the path does not lead to a regular file.
 func (fsys *imageFS) resolve(p string) (final, host string, links []hostLink, ok bool) {
+	final, kind, host, links := fsys.walk(p)
+	if kind != nodeFile {
+		return "", "", nil, false
+	}
+	return final, host, links, true
+}
+
+// walk resolves p and says what it ends on (nodeMissing when a component
+// does not exist, a file is used as a directory, or links loop).
+func (fsys *imageFS) walk(p string) (final string, kind nodeKind, host string, links []hostLink) {
 	rest := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
 	cur := "/"
 	for hops := 0; len(rest) > 0; {
@@ -293,37 +303,36 @@ func (fsys *imageFS) resolve(p string) (final, host string, links []hostLink, ok
 		kind, target, h := fsys.lstat(next)
 		switch kind {
 		case nodeMissing:
-			return "", "", nil, false
+			return "", nodeMissing, "", nil
 		case nodeLink:
 			hops++
 			if hops > 40 {
-				return "", "", nil, false
+				return "", nodeMissing, "", nil
 			}
 			links = append(links, hostLink{name: next, target: target})
-			var base string
+			base := cur
 			if path.IsAbs(target) {
 				base = "/"
-			} else {
-				base = cur
 			}
 			rest = append(strings.Split(path.Join(base, target), "/"), rest...)
 			cur = "/"
 			continue
 		case nodeFile:
 			if len(rest) > 0 {
-				return "", "", nil, false
+				return "", nodeMissing, "", nil
 			}
-			return next, h, links, true
+			return next, nodeFile, h, links
 		}
 		cur = next
 	}
-	return "", "", nil, false
+	return cur, nodeDir, "", links
 }
 
 // closure is the result of resolving the shared libraries of the trees.
 type closure struct {
 	files   []string   // host files (resolved, absolute) the base layer must carry
 	links   []hostLink // host symlinks leading to them
+	dirs    []string   // host directories copied as such (from hostPaths)
 	libDirs []string   // host directories outside the loader's defaults, for LD_LIBRARY_PATH
 	missing []MissingLibrary
 }
@@ -335,6 +344,7 @@ type closureOptions struct {
 	hostDirs    []string // search order for the host, see HostLibraryDirs
 	libraryPath []string // the image's LD_LIBRARY_PATH
 	extra       []string // additional libraries (sonames or absolute paths) loaded with dlopen
+	hostPaths   []string // host files or directories copied at their paths, with their closure
 }
 
 // resolveClosure walks DT_NEEDED from every ELF object in the trees (and
@@ -428,6 +438,17 @@ func resolveClosure(o closureOptions) (*closure, error) {
 		return "", "", nil, "", false
 	}
 
+	for _, hp := range o.hostPaths {
+		if err := addHostPath(hp, o.fsys, useHost, enqueue, func(l hostLink) {
+			if !linkSeen[l.name] {
+				linkSeen[l.name] = true
+				c.links = append(c.links, l)
+			}
+		}, func(d string) { c.dirs = append(c.dirs, d) }); err != nil {
+			return nil, err
+		}
+	}
+
 	for _, lib := range o.extra {
 		final, host, links, dir, ok := find(lib, "/", elfDeps{})
 		if !ok {
@@ -476,6 +497,7 @@ func resolveClosure(o closureOptions) (*closure, error) {
 		}
 	}
 	sort.Strings(c.files)
+	sort.Strings(c.dirs)
 	sort.Slice(c.links, func(i, j int) bool { return c.links[i].name < c.links[j].name })
 	return c, nil
 }
@@ -489,4 +511,76 @@ func expandOrigin(dir, origin string, t elfTarget) string {
 		"${PLATFORM}", strings.SplitN(t.triplet, "-", 2)[0], "$PLATFORM", strings.SplitN(t.triplet, "-", 2)[0],
 	)
 	return r.Replace(dir)
+}
+
+// HostPathError reports an Options.HostPaths entry that cannot be copied.
+type HostPathError struct {
+	Path string
+	Err  error
+}
+
+func (e *HostPathError) Error() string { return fmt.Sprintf("host path %s: %v", e.Path, e.Err) }
+func (e *HostPathError) Unwrap() error { return e.Err }
+
+// addHostPath adds a host file or directory tree (e.g. an interpreter and its
+// standard library) at its host path. The path itself is resolved like a
+// library, so symlinks leading to it are reproduced; inside a directory,
+// symlinks are copied as they are.
+func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links []hostLink), enqueue func(final, host string), addLink func(hostLink), addDir func(string)) error {
+	if !path.IsAbs(p) {
+		return &HostPathError{Path: p, Err: errors.New("not an absolute path")}
+	}
+	p = path.Clean(p)
+	if p == fsys.prefix || strings.HasPrefix(p, fsys.prefix+"/") {
+		return &HostPathError{Path: p, Err: fmt.Errorf("inside the image prefix %s, which belongs to the install trees", fsys.prefix)}
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return &HostPathError{Path: p, Err: err}
+	}
+	if !st.IsDir() {
+		final, host, links, ok := fsys.resolve(p)
+		if !ok {
+			return &HostPathError{Path: p, Err: errors.New("does not lead to a regular file")}
+		}
+		useHost(final, host, links)
+		enqueue(final, host)
+		return nil
+	}
+	// A directory: resolve the symlinks leading to it, then walk its real
+	// location.
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return &HostPathError{Path: p, Err: err}
+	}
+	if real != p {
+		_, kind, _, links := fsys.walk(p)
+		if kind != nodeDir {
+			return &HostPathError{Path: p, Err: errors.New("does not lead to a directory")}
+		}
+		for _, l := range links {
+			addLink(l)
+		}
+	}
+	return filepath.WalkDir(real, func(q string, d os.DirEntry, err error) error {
+		if err != nil {
+			return &HostPathError{Path: p, Err: err}
+		}
+		switch {
+		case d.IsDir():
+			addDir(q)
+		case d.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(q)
+			if err != nil {
+				return &HostPathError{Path: q, Err: err}
+			}
+			addLink(hostLink{name: q, target: target})
+		case d.Type().IsRegular():
+			useHost(q, q, nil)
+			enqueue(q, q)
+		default:
+			return &HostPathError{Path: q, Err: fmt.Errorf("unsupported file type %v", d.Type())}
+		}
+		return nil
+	})
 }

@@ -932,3 +932,64 @@ func TestProgressOfLargeLayers(t *testing.T) {
 		}
 	}
 }
+
+func TestHostPaths(t *testing.T) {
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("skipping: no ls on this host")
+	}
+	data, _ := os.ReadFile(ls)
+	hostDir := t.TempDir()
+	os.MkdirAll(filepath.Join(hostDir, "tool", "empty"), 0o755)
+	os.WriteFile(filepath.Join(hostDir, "tool", "ls"), data, 0o755)
+	os.Symlink("ls", filepath.Join(hostDir, "tool", "dir"))
+	os.Symlink("tool", filepath.Join(hostDir, "current"))
+
+	trees := scriptTrees(t, "server")
+	asm := assemble(t, Options{Trees: trees, Epoch: testEpoch, HostPaths: []string{filepath.Join(hostDir, "current")}})
+	layers, _ := asm.Image.Layers()
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		got[strings.TrimSuffix(h.Name, "/")] = h
+	}
+	base := strings.TrimPrefix(hostDir, "/")
+	if h := got[base+"/current"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "tool" {
+		t.Errorf("symlink to the directory: %+v", h)
+	}
+	if h := got[base+"/tool/dir"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "ls" {
+		t.Errorf("symlink inside the directory: %+v", h)
+	}
+	if h := got[base+"/tool/ls"]; h == nil || h.Typeflag != tar.TypeReg || h.Size != int64(len(data)) {
+		t.Errorf("file: %+v", h)
+	}
+	if h := got[base+"/tool/empty"]; h == nil || h.Typeflag != tar.TypeDir {
+		t.Errorf("empty directory: %+v", h)
+	}
+	libc := false
+	for _, f := range asm.Summary.BaseLibraries {
+		libc = libc || strings.HasSuffix(f, "/libc.so.6")
+	}
+	if !libc {
+		t.Errorf("the closure of the copied ls lacks libc: %v", asm.Summary.BaseLibraries)
+	}
+
+	_, err = Assemble(context.Background(), Options{Trees: trees, Epoch: testEpoch, HostPaths: []string{"/opt/tritonserver/x"}})
+	var he *HostPathError
+	if !errors.As(err, &he) {
+		t.Errorf("a host path in the prefix: %v", err)
+	}
+	_, err = Assemble(context.Background(), Options{Trees: trees, Epoch: testEpoch, HostPaths: []string{filepath.Join(hostDir, "nope")}})
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("a missing host path: %v", err)
+	}
+}

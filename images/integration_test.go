@@ -192,3 +192,36 @@ func TestIntegrationLibtorchClosure(t *testing.T) {
 		t.Fatalf("running the libtorch program in the unpacked image: %v\n%s", err, out)
 	}
 }
+
+// TestIntegrationHostPythonInScratch copies the host's Python interpreter
+// and standard library into a scratch image (what the python backend needs)
+// and runs it there, extension modules included.
+func TestIntegrationHostPythonInScratch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping integration test in -short mode")
+	}
+	imagestest.NeedTools(t, "umoci")
+	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	py, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		imagestest.Unavailable(t, "no distribution python3: %v", err)
+	}
+	stdlib := "/usr/lib/" + filepath.Base(py) // e.g. /usr/lib/python3.11
+	if _, err := os.Stat(stdlib); err != nil {
+		imagestest.Unavailable(t, "no standard library at %s: %v", stdlib, err)
+	}
+	asm := assemble(t, Options{Trees: scriptTrees(t, "server"), Epoch: testEpoch, CompressionLevel: 1,
+		HostPaths: []string{"/usr/bin/python3", stdlib}})
+	dir := filepath.Join(t.TempDir(), "oci")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := WriteLayout(ctx, asm.Image, dir, "py", OutputOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := imagestest.UmociUnpack(t, dir, "py")
+	out, err := imagestest.RunChroot(ctx, t, rootfs, []string{"LD_LIBRARY_PATH="}, "/usr/bin/python3", "-c",
+		"import json, hashlib, ctypes; print(json.dumps({'ok': hashlib.sha256(b'x').hexdigest()[:8]}))")
+	if err != nil || strings.TrimSpace(out) != `{"ok": "2d711642"}` {
+		t.Fatalf("python in the scratch image: %v\n%s", err, out)
+	}
+}
