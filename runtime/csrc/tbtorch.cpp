@@ -184,6 +184,93 @@ int32_t interop_set = 0; // 0: never set through this library
 
 } // namespace
 
+namespace {
+
+// Runs forward() under whatever grad-mode guard the caller holds.
+tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inputs,
+                       tbt_result **out, const tbt_tensor_view **views, int32_t *n_views,
+                       char **err) {
+  // The argument tensors borrow the caller's buffers: drop them on every
+  // way out, including exceptions, so nothing refers to them afterwards.
+  struct ArgsReset {
+    std::vector<c10::IValue> &args;
+    ~ArgsReset() { args.clear(); }
+  } reset{m->args};
+  m->args.clear();
+  m->args.reserve(n_inputs);
+  for (int32_t i = 0; i < n_inputs; i++) {
+    const tbt_tensor_in &in = inputs[i];
+    c10::ScalarType st;
+    if (!to_scalar_type(in.dtype, &st)) {
+      return fail(err, TBT_ERR_UNSUPPORTED,
+                  "input " + std::to_string(i) + ": data type " + dtype_name(in.dtype) +
+                      " is not supported by libtorch 1.13");
+    }
+    if (in.ndim < 0 || (in.ndim > 0 && in.shape == nullptr)) {
+      return fail(err, TBT_ERR_INVALID_ARG, "input " + std::to_string(i) + ": bad shape");
+    }
+    int64_t numel = 1;
+    for (int32_t d = 0; d < in.ndim; d++) {
+      if (in.shape[d] < 0) {
+        return fail(err, TBT_ERR_INVALID_ARG,
+                    "input " + std::to_string(i) + ": negative dimension " +
+                        std::to_string(in.shape[d]));
+      }
+      numel *= in.shape[d];
+    }
+    int64_t want = numel * static_cast<int64_t>(c10::elementSize(st));
+    if (want != in.nbytes) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "input " + std::to_string(i) + ": " + std::to_string(in.nbytes) +
+                      " bytes given, shape and " + dtype_name(in.dtype) + " need " +
+                      std::to_string(want));
+    }
+    c10::IntArrayRef shape(in.shape, static_cast<size_t>(in.ndim));
+    auto options = torch::TensorOptions().dtype(st).device(torch::kCPU);
+    if (numel == 0 || in.data == nullptr) {
+      m->args.emplace_back(torch::empty(shape, options));
+    } else {
+      // Zero copy: the tensor borrows the caller's buffer.
+      m->args.emplace_back(torch::from_blob(in.data, shape, options));
+    }
+  }
+  c10::IValue ret = m->forward(m->args);
+  auto res = std::make_unique<tbt_result>();
+  tbt_status st = collect_outputs(ret, &res->tensors, err);
+  if (st != TBT_OK) {
+    return st;
+  }
+  size_t n = res->tensors.size();
+  res->shapes.resize(n);
+  res->views.resize(n);
+  for (size_t i = 0; i < n; i++) {
+    at::Tensor &t = res->tensors[i];
+    if (!t.device().is_cpu()) {
+      t = t.cpu();
+    }
+    // A copy happens only for non-contiguous outputs (views, transposes).
+    t = t.contiguous();
+    tbt_tensor_view &v = res->views[i];
+    if (!from_scalar_type(t.scalar_type(), &v.dtype)) {
+      return fail(err, TBT_ERR_UNSUPPORTED,
+                  "forward() output " + std::to_string(i) + " has data type " +
+                      std::string(c10::toString(t.scalar_type())) +
+                      ", which has no Triton equivalent");
+    }
+    res->shapes[i] = t.sizes().vec();
+    v.ndim = static_cast<int32_t>(t.dim());
+    v.shape = res->shapes[i].data();
+    v.data = t.data_ptr();
+    v.nbytes = static_cast<int64_t>(t.nbytes());
+  }
+  *views = res->views.data();
+  *n_views = static_cast<int32_t>(n);
+  *out = res.release();
+  return TBT_OK;
+}
+
+} // namespace
+
 extern "C" {
 
 void tbt_string_free(char *s) { std::free(s); }
@@ -326,90 +413,12 @@ tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
     // The optimizer switch is thread-local in libtorch, so it is set around
     // each forward rather than once at load.
     torch::jit::GraphOptimizerEnabledGuard optimize(m->optimize);
-    c10::optional<c10::InferenceMode> inference;
-    c10::optional<torch::NoGradGuard> no_grad;
     if (m->inference_mode) {
-      inference.emplace();
-    } else {
-      no_grad.emplace();
+      c10::InferenceMode guard;
+      return run_forward(m, inputs, n_inputs, out, views, n_views, err);
     }
-    // The argument tensors borrow the caller's buffers: drop them on every
-    // way out, including exceptions, so nothing refers to them afterwards.
-    struct ArgsReset {
-      std::vector<c10::IValue> &args;
-      ~ArgsReset() { args.clear(); }
-    } reset{m->args};
-    m->args.clear();
-    m->args.reserve(n_inputs);
-    for (int32_t i = 0; i < n_inputs; i++) {
-      const tbt_tensor_in &in = inputs[i];
-      c10::ScalarType st;
-      if (!to_scalar_type(in.dtype, &st)) {
-        return fail(err, TBT_ERR_UNSUPPORTED,
-                    "input " + std::to_string(i) + ": data type " + dtype_name(in.dtype) +
-                        " is not supported by libtorch 1.13");
-      }
-      if (in.ndim < 0 || (in.ndim > 0 && in.shape == nullptr)) {
-        return fail(err, TBT_ERR_INVALID_ARG, "input " + std::to_string(i) + ": bad shape");
-      }
-      int64_t numel = 1;
-      for (int32_t d = 0; d < in.ndim; d++) {
-        if (in.shape[d] < 0) {
-          return fail(err, TBT_ERR_INVALID_ARG,
-                      "input " + std::to_string(i) + ": negative dimension " +
-                          std::to_string(in.shape[d]));
-        }
-        numel *= in.shape[d];
-      }
-      int64_t want = numel * static_cast<int64_t>(c10::elementSize(st));
-      if (want != in.nbytes) {
-        return fail(err, TBT_ERR_INVALID_ARG,
-                    "input " + std::to_string(i) + ": " + std::to_string(in.nbytes) +
-                        " bytes given, shape and " + dtype_name(in.dtype) + " need " +
-                        std::to_string(want));
-      }
-      c10::IntArrayRef shape(in.shape, static_cast<size_t>(in.ndim));
-      auto options = torch::TensorOptions().dtype(st).device(torch::kCPU);
-      if (numel == 0 || in.data == nullptr) {
-        m->args.emplace_back(torch::empty(shape, options));
-      } else {
-        // Zero copy: the tensor borrows the caller's buffer.
-        m->args.emplace_back(torch::from_blob(in.data, shape, options));
-      }
-    }
-    c10::IValue ret = m->forward(m->args);
-    auto res = std::make_unique<tbt_result>();
-    tbt_status st = collect_outputs(ret, &res->tensors, err);
-    if (st != TBT_OK) {
-      return st;
-    }
-    size_t n = res->tensors.size();
-    res->shapes.resize(n);
-    res->views.resize(n);
-    for (size_t i = 0; i < n; i++) {
-      at::Tensor &t = res->tensors[i];
-      if (!t.device().is_cpu()) {
-        t = t.cpu();
-      }
-      // A copy happens only for non-contiguous outputs (views, transposes).
-      t = t.contiguous();
-      tbt_tensor_view &v = res->views[i];
-      if (!from_scalar_type(t.scalar_type(), &v.dtype)) {
-        return fail(err, TBT_ERR_UNSUPPORTED,
-                    "forward() output " + std::to_string(i) + " has data type " +
-                        std::string(c10::toString(t.scalar_type())) +
-                        ", which has no Triton equivalent");
-      }
-      res->shapes[i] = t.sizes().vec();
-      v.ndim = static_cast<int32_t>(t.dim());
-      v.shape = res->shapes[i].data();
-      v.data = t.data_ptr();
-      v.nbytes = static_cast<int64_t>(t.nbytes());
-    }
-    *views = res->views.data();
-    *n_views = static_cast<int32_t>(n);
-    *out = res.release();
-    return TBT_OK;
+    torch::NoGradGuard guard;
+    return run_forward(m, inputs, n_inputs, out, views, n_views, err);
   });
 }
 
