@@ -252,12 +252,12 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 		in := &ins[i]
 		in.dtype = C.int32_t(code)
 		in.ndim = C.int32_t(len(t.Shape))
-		in.shape = &shapes[off]
+		in.shape = nil // a scalar has no dimensions
+		if len(t.Shape) > 0 {
+			in.shape = &shapes[off]
+		}
 		in.data = nil
 		in.nbytes = C.int64_t(len(t.Data))
-		if len(t.Shape) == 0 {
-			in.shape = nil
-		}
 		off += len(t.Shape)
 		if len(t.Data) > 0 {
 			p := m.inputBuffer(i, t)
