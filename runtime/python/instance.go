@@ -288,6 +288,9 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if err != nil {
 		return nil, err
 	}
+	if err := in.shm.follow(rep.Shm); err != nil {
+		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
+	}
 	if rep.Err != "" {
 		// execute raised (or returned something unusable): the whole
 		// batch fails with the model's message.
@@ -300,9 +303,6 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if len(rep.Resps) != len(sent) {
 		return nil, backend.Errorf(backend.Internal, "python model %q: stub answered %d responses for %d requests",
 			in.spec.Name, len(rep.Resps), len(sent))
-	}
-	if err := in.shm.follow(rep.Shm); err != nil {
-		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
 	}
 	for k, i := range sent {
 		rr := rep.Resps[k]

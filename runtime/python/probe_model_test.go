@@ -336,3 +336,41 @@ class TritonPythonModel:
 		}
 	}
 }
+
+// TestRegionGrownBeforeBatchError: outputs written before execute's list
+// turned out unusable grew the region; the server must keep that size (a
+// smaller file under the stub's larger mapping would crash it).
+func TestRegionGrownBeforeBatchError(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{ShmSize: 4096})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", `import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            if x[0] < 0:
+                big = pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", np.zeros(1000000, np.float32))])
+                return [big, "not a response"]
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
+        return out
+`)
+	inst := load(t, b, spec, 0)
+	resps := execute(t, inst, probeRequest(-1), probeRequest(2))
+	if resps[0].Err == nil || !strings.Contains(resps[0].Err.Error(), "execute returned str in its list") {
+		t.Fatalf("err %v", resps[0].Err)
+	}
+	vals := make([]float32, 3000)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	req := probeRequest(vals...)
+	req.Outputs = []string{"OUTPUT"}
+	resps = execute(t, inst, req)
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), vals, 0)
+	if inst.Restarts() != 0 {
+		t.Errorf("the stub crashed and was restarted")
+	}
+}

@@ -337,9 +337,11 @@ func (b *Backend) script() (string, error) {
 // initArgs are initialize(args) as Triton passes them: all strings.
 func initArgs(spec *backend.ModelSpec, idx int) map[string]string {
 	return map[string]string{
-		"model_config":             string(configJSON(spec)),
-		"model_instance_kind":      "CPU",
-		"model_instance_name":      fmt.Sprintf("%s_%d", spec.Name, idx),
+		"model_config":        string(configJSON(spec)),
+		"model_instance_kind": "CPU",
+		// Triton names instances <model>_<group>_<index>; the spec numbers
+		// instances across groups, which is exact for the usual single group.
+		"model_instance_name":      fmt.Sprintf("%s_0_%d", spec.Name, idx),
 		"model_instance_device_id": "0",
 		"model_repository":         spec.ModelDir,
 		"model_version":            strconv.FormatInt(spec.Version, 10),

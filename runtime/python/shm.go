@@ -78,7 +78,17 @@ func (s *shmRegion) ensure(need int) error {
 	if need <= len(s.buf) {
 		return nil
 	}
-	return s.resize(pageRound(max(need, 2*len(s.buf))))
+	size := pageRound(max(need, 2*len(s.buf)))
+	// Never shrink below what the stub may have mapped: if the file grew
+	// behind our back, keep its size.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
+		return fmt.Errorf("stat of shared memory: %w", err)
+	}
+	if int(st.Size) > size {
+		size = int(st.Size)
+	}
+	return s.resize(size)
 }
 
 // follow maps the size the stub reports after it grew the file for outputs.

@@ -190,12 +190,17 @@ class Stub:
     def execute(self, msg):
         seq = msg["seq"]
         try:
-            return self._execute(seq, msg)
+            reply = self._execute(seq, msg)
         except Exception as exc:
             # A fault in the stub itself (not in model.py) fails the batch
             # but keeps the process usable.
             traceback.print_exc()
-            return {"seq": seq, "err": "python stub: %s" % _describe(exc)}
+            reply = {"seq": seq, "err": "python stub: %s" % _describe(exc)}
+        # Every reply reports the region's size: outputs written before a
+        # batch-level error may have grown it, and the server must never
+        # size the file below what is mapped here.
+        reply["shm"] = self.shm.size
+        return reply
 
     def _execute(self, seq, msg):
         self.shm.ensure(msg["shm"])
@@ -231,7 +236,7 @@ class Stub:
                 out.append({"err": "writing outputs: %s" % _describe(exc)})
                 continue
             out.append({"out": specs})
-        return {"seq": seq, "shm": self.shm.size, "resps": out}
+        return {"seq": seq, "resps": out}
 
     def _write_outputs(self, response, requested, offset):
         wanted = set(requested)
