@@ -628,3 +628,51 @@ torch.jit.script(M()).save(sys.argv[1])
 		t.Fatalf("bad INFERENCE_MODE: %v", err)
 	}
 }
+
+// Each instance owns its module; instances of one model run in parallel.
+func TestInstancesRunConcurrently(t *testing.T) {
+	spec := simpleLinear(t)
+	b := New(Options{})
+	x := values(40, 7)
+	var want []float32
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	results := make([][]float32, 3)
+	for i := 0; i < 3; i++ {
+		inst, err := b.NewInstance(context.Background(), spec, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		if i == 0 {
+			resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(x, 4)})
+			if err != nil || resps[0].Err != nil {
+				t.Fatalf("execute: %v / %v", err, resps[0].Err)
+			}
+			want = f32s(resps[0].Outputs[0].Data)
+		}
+		wg.Add(1)
+		go func(i int, inst backend.Instance) {
+			defer wg.Done()
+			for n := 0; n < 200; n++ {
+				resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(x, 4)})
+				if err == nil {
+					err = resps[0].Err
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				results[i] = f32s(resps[0].Outputs[0].Data)
+			}
+		}(i, inst)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		closeTo(t, "instance "+fmtInt(i), r, want, 0)
+	}
+}
