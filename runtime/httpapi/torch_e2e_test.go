@@ -1,0 +1,191 @@
+//go:build cgo && libtorch
+
+package httpapi
+
+// End-to-end test of the report's simple_linear model as a pytorch model
+// served over HTTP by the real libtorch backend. It needs libtbtorch.so at
+// link time (see runtime/torch) and /usr/bin/python3 with torch to write the
+// model and compute reference outputs; TBTORCH_PYTHON overrides the
+// interpreter.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/torch"
+)
+
+// makeModelScript writes simple_linear the way the report's make_model.py
+// does (nn.Linear(10, 5), seed 0, traced) when that script cannot be found.
+const makeModelScript = `
+import sys, torch, torch.nn as nn
+class SimpleLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(10, 5)
+    def forward(self, x):
+        return self.linear(x)
+torch.manual_seed(0)
+model = SimpleLinear().eval()
+torch.jit.trace(model, torch.randn(1, 10)).save(sys.argv[1])
+`
+
+// referenceScript prints the TorchScript module's forward on a JSON input.
+const referenceScript = `
+import sys, json, torch
+m = torch.jit.load(sys.argv[1])
+x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
+print(json.dumps(m(x).detach().reshape(-1).tolist()))
+`
+
+func torchPython(t *testing.T) string {
+	py := os.Getenv("TBTORCH_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
+		t.Fatalf("%s cannot import torch (install python3-torch or set TBTORCH_PYTHON): %v", py, err)
+	}
+	return py
+}
+
+// findMakeModel looks for the report's make_model.py: $TRITONBUILD_SHARED,
+// then shared/examples/ in any parent directory.
+func findMakeModel() string {
+	if d := os.Getenv("TRITONBUILD_SHARED"); d != "" {
+		return filepath.Join(d, "examples", "make_model.py")
+	}
+	dir, _ := os.Getwd()
+	for dir != "/" && dir != "." {
+		p := filepath.Join(dir, "shared", "examples", "make_model.py")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
+}
+
+func TestTorchSimpleLinearEndToEnd(t *testing.T) {
+	py := torchPython(t)
+	root := t.TempDir()
+	vdir := filepath.Join(root, "simple_linear", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	modelPath := filepath.Join(vdir, "model.pt")
+	var cmd *exec.Cmd
+	if script := findMakeModel(); script != "" {
+		cmd = exec.Command(py, script, modelPath)
+	} else {
+		cmd = exec.Command(py, "-c", makeModelScript, modelPath)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writing model.pt: %v\n%s", err, out)
+	}
+	cfg := `
+name: "simple_linear"
+platform: "pytorch_libtorch"
+max_batch_size: 32
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
+dynamic_batching { preferred_batch_size: [ 4, 8, 16 ] max_queue_delay_microseconds: 1000 }
+instance_group [{ kind: KIND_CPU count: 2 }]
+`
+	if err := os.WriteFile(filepath.Join(root, "simple_linear", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := repository.New(repository.Options{
+		Repositories: []string{root}, StrictModelConfig: true,
+		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close(context.Background())
+	if err := mgr.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Manager: mgr}))
+	defer srv.Close()
+	e := &env{srv: srv, mgr: mgr}
+
+	x := make([][]float32, 2)
+	for r := range x {
+		x[r] = make([]float32, 10)
+		for c := range x[r] {
+			x[r][c] = float32(r*10+c)*0.1 - 0.7
+		}
+	}
+	xj, _ := json.Marshal(x)
+	out, err := exec.Command(py, "-c", referenceScript, modelPath, string(xj)).Output()
+	if err != nil {
+		t.Fatalf("reference forward: %v", err)
+	}
+	var want []float64
+	if err := json.Unmarshal(out, &want); err != nil || len(want) != 10 {
+		t.Fatalf("reference output %q: %v", out, err)
+	}
+	check := func(kind string, got []float32) {
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, want %d", kind, len(got), len(want))
+		}
+		for i := range want {
+			if math.Abs(float64(got[i])-want[i]) > 1e-6 {
+				t.Errorf("%s: value %d = %v, torch says %v", kind, i, got[i], want[i])
+			}
+		}
+	}
+
+	// JSON in, JSON out.
+	body := fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","data":%s}]}`, xj)
+	r, b := e.do(t, "POST", "/v2/models/simple_linear/infer", []byte(body), nil)
+	if r.StatusCode != 200 {
+		t.Fatalf("JSON infer: %d %s", r.StatusCode, b)
+	}
+	var resp inferResponse
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	if err := json.Unmarshal(resp.Outputs[0].Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(resp.Outputs[0].Shape) != "[2 5]" {
+		t.Errorf("shape %v", resp.Outputs[0].Shape)
+	}
+	check("json", got)
+
+	// Binary in, binary out.
+	var flat []float32
+	for _, row := range x {
+		flat = append(flat, row...)
+	}
+	hdr := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","parameters":{"binary_data_size":80}}]}`
+	bb, h := binaryBody(hdr, f32bytes(flat))
+	r, b = e.do(t, "POST", "/v2/models/simple_linear/infer", bb, h)
+	if r.StatusCode != 200 {
+		t.Fatalf("binary infer: %d %s", r.StatusCode, b)
+	}
+	hl, _ := strconv.Atoi(r.Header.Get(HeaderLength))
+	if hl <= 0 || hl > len(b) || !bytes.Contains(b[:hl], []byte(`"binary_data_size":40`)) {
+		t.Fatalf("binary response header: %q", b)
+	}
+	got = got[:0]
+	for i := hl; i+4 <= len(b); i += 4 {
+		got = append(got, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+	}
+	check("binary", got)
+}
