@@ -1,0 +1,424 @@
+// Command servingbench measures what the HTTP serving path costs on top of
+// the transport and the model, in one run on one payload (one row of the
+// report's simple_linear input, FP32 [1,10]):
+//
+//	floor-json / floor-bin  a bare net/http server echoing the same request
+//	                        body (the transport floor: loopback HTTP, Go client)
+//	triton-json             tritonserver's HTTP frontend, JSON tensor data
+//	triton-bin              the same with the binary tensor extension
+//	compute                 the backend's Execute for one request, called
+//	                        directly (no HTTP, no scheduler)
+//
+// Every case runs at each concurrency (default 1 and 64) for -duration,
+// for -rounds rounds in alternating order; the medians over rounds of p50,
+// p99 and throughput are printed with the ratios the goals are stated in:
+// at concurrency 1, p50(triton) - p50(floor) - p50(compute); at concurrency
+// 64, throughput(triton-bin) / throughput(floor-bin). The server runs the
+// same code as cmd/tritonserver (repository, scheduler with dynamic
+// batching, httpapi) in this process, as does the floor, so both share the
+// machine the same way.
+//
+// Usage (from the repository root):
+//
+//	go run ./bench/serving                     # fake backend (pure Go)
+//	runtime/csrc/build.sh /tmp/tbtorch
+//	CGO_LDFLAGS="-L/tmp/tbtorch -Wl,-rpath,/tmp/tbtorch" go run -tags libtorch ./bench/serving -backend pytorch
+//
+// -backend pytorch writes simple_linear's model.pt with /usr/bin/python3
+// (-python) unless -model gives one.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/torch"
+)
+
+type options struct {
+	backend     string
+	model       string
+	python      string
+	duration    time.Duration
+	rounds      int
+	conc        []int
+	instances   int
+	delayUs     int
+	maxBatch    int
+	computeRuns int
+}
+
+func main() {
+	var o options
+	var conc string
+	flag.StringVar(&o.backend, "backend", "fake", "backend serving simple_linear: fake or pytorch")
+	flag.StringVar(&o.model, "model", "", "model.pt for -backend pytorch (default: written with -python)")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "interpreter with torch, to write model.pt")
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per case, round and concurrency")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds (cases alternate order between rounds)")
+	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies")
+	flag.IntVar(&o.instances, "instances", 2, "model instances")
+	flag.IntVar(&o.delayUs, "delay-us", 0, "dynamic batching max_queue_delay_microseconds")
+	flag.IntVar(&o.maxBatch, "max-batch", 32, "max_batch_size")
+	flag.IntVar(&o.computeRuns, "compute-runs", 20000, "direct Execute calls for the compute figure")
+	flag.Parse()
+	for _, s := range strings.Split(conc, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 {
+			fmt.Fprintf(os.Stderr, "servingbench: bad -concurrency %q\n", conc)
+			os.Exit(2)
+		}
+		o.conc = append(o.conc, c)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "servingbench:", err)
+		os.Exit(1)
+	}
+}
+
+const features, outputs = 10, 5
+
+// payloads returns the JSON and binary request bodies (one row) and the
+// binary header length.
+func payloads() (jsonBody, binBody []byte, hdrLen int) {
+	x := make([]float32, features)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i)))
+	}
+	data, _ := json.Marshal([][]float32{x})
+	jsonBody = []byte(fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","data":%s}]}`, features, data))
+	hdr := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}]}`, features, 4*features)
+	binBody = append([]byte(hdr), make([]byte, 4*features)...)
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(binBody[len(hdr)+4*i:], math.Float32bits(v))
+	}
+	return jsonBody, binBody, len(hdr)
+}
+
+func setupRepository(o options, dir string) (map[string]backend.Backend, error) {
+	mdir := filepath.Join(dir, "simple_linear")
+	if err := os.MkdirAll(filepath.Join(mdir, "1"), 0o755); err != nil {
+		return nil, err
+	}
+	var head string
+	bes := map[string]backend.Backend{}
+	switch o.backend {
+	case "fake":
+		head = `backend: "fake"`
+		bes["fake"] = fake.New()
+	case "pytorch":
+		head = `platform: "pytorch_libtorch"`
+		bes["pytorch"] = torch.New(torch.Options{})
+		dst := filepath.Join(mdir, "1", "model.pt")
+		if o.model != "" {
+			data, err := os.ReadFile(o.model)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				return nil, err
+			}
+		} else if out, err := exec.Command(o.python, "-c", makeModel, dst).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("writing model.pt with %s: %v\n%s", o.python, err, out)
+		}
+	default:
+		return nil, fmt.Errorf("unknown -backend %q (fake or pytorch)", o.backend)
+	}
+	cfg := fmt.Sprintf(`%s
+max_batch_size: %d
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ %d ] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ %d ] }]
+dynamic_batching { max_queue_delay_microseconds: %d }
+instance_group [{ kind: KIND_CPU count: %d }]
+parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }
+`, head, o.maxBatch, features, outputs, o.delayUs, o.instances)
+	return bes, os.WriteFile(filepath.Join(mdir, "config.pbtxt"), []byte(cfg), 0o644)
+}
+
+// makeModel writes the report's simple_linear (nn.Linear(10, 5), seed 0, traced).
+const makeModel = `
+import sys, torch, torch.nn as nn
+class SimpleLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(10, 5)
+    def forward(self, x):
+        return self.linear(x)
+torch.manual_seed(0)
+torch.jit.trace(SimpleLinear().eval(), torch.randn(1, 10)).save(sys.argv[1])
+`
+
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// echo is the transport floor: read the body, send it back.
+func echo(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if h := r.Header.Get(httpapi.HeaderLength); h != "" {
+		w.Header().Set(httpapi.HeaderLength, h)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+type result struct {
+	p50, p99   time.Duration
+	throughput float64
+}
+
+type target struct {
+	name   string
+	url    string
+	body   []byte
+	header map[string]string
+	check  func([]byte) error
+}
+
+// load runs conc clients in a closed loop against t for d.
+func load(client *http.Client, t target, conc int, d time.Duration) (result, error) {
+	var wg sync.WaitGroup
+	lat := make([][]time.Duration, conc)
+	errs := make(chan error, conc)
+	start := time.Now()
+	stop := start.Add(d)
+	for c := 0; c < conc; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			buf := make([]byte, 0, 4096)
+			for time.Now().Before(stop) {
+				req, _ := http.NewRequest("POST", t.url, bytes.NewReader(t.body))
+				for k, v := range t.header {
+					req.Header.Set(k, v)
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b := bytes.NewBuffer(buf[:0])
+				_, err = b.ReadFrom(resp.Body)
+				resp.Body.Close()
+				el := time.Since(t0)
+				if err == nil && resp.StatusCode != 200 {
+					err = fmt.Errorf("%s: status %d: %s", t.name, resp.StatusCode, b.Bytes())
+				}
+				if err == nil && t.check != nil {
+					err = t.check(b.Bytes())
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				lat[c] = append(lat[c], el)
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return result{}, err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return result{}, errors.New("no request completed")
+	}
+	slices.Sort(all)
+	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / elapsed.Seconds()}, nil
+}
+
+// computeP50 times Execute of one request on one fresh instance.
+func computeP50(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, body []byte, hdrLen, runs int) (time.Duration, error) {
+	inst, err := be.NewInstance(ctx, spec, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer inst.Close()
+	req := &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{1, features}, Data: body[hdrLen:]}}}
+	reqs := []*backend.Request{req}
+	ts := make([]time.Duration, 0, runs)
+	for i := 0; i < runs+runs/10; i++ {
+		t0 := time.Now()
+		resps, err := inst.Execute(ctx, reqs)
+		el := time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		if resps[0].Err != nil {
+			return 0, resps[0].Err
+		}
+		if i >= runs/10 { // the first tenth warms up
+			ts = append(ts, el)
+		}
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2], nil
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "servingbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bes, err := setupRepository(o, dir)
+	if err != nil {
+		return err
+	}
+	mgr, err := repository.New(repository.Options{Repositories: []string{dir}, Backends: bes, StrictModelConfig: true})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close(ctx)
+	if err := mgr.LoadAll(ctx); err != nil {
+		return err
+	}
+	model, err := mgr.Get("simple_linear", -1)
+	if err != nil {
+		return err
+	}
+	jsonBody, binBody, hdrLen := payloads()
+	compute, err := computeP50(ctx, bes[model.Backend], model.Spec, binBody, hdrLen, o.computeRuns)
+	if err != nil {
+		return fmt.Errorf("direct execute: %w", err)
+	}
+
+	tritonURL, stopTriton, err := serve(httpapi.New(httpapi.Options{Manager: mgr}))
+	if err != nil {
+		return err
+	}
+	defer stopTriton()
+	floorURL, stopFloor, err := serve(http.HandlerFunc(echo))
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+
+	binHdr := map[string]string{httpapi.HeaderLength: strconv.Itoa(hdrLen), "Content-Type": "application/octet-stream"}
+	wantBin := 4 * outputs
+	targets := []target{
+		{name: "floor-json", url: floorURL, body: jsonBody},
+		{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
+		{name: "triton-json", url: tritonURL + "/v2/models/simple_linear/infer", body: jsonBody, check: func(b []byte) error {
+			if !bytes.Contains(b, []byte(`"OUTPUT__0"`)) {
+				return fmt.Errorf("triton-json: unexpected response %q", b)
+			}
+			return nil
+		}},
+		{name: "triton-bin", url: tritonURL + "/v2/models/simple_linear/infer", body: binBody, header: binHdr, check: func(b []byte) error {
+			if len(b) < wantBin || !bytes.Contains(b, []byte(`"binary_data_size":20`)) {
+				return fmt.Errorf("triton-bin: unexpected response %q", b)
+			}
+			return nil
+		}},
+	}
+	maxConc := slices.Max(o.conc)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
+
+	results := map[string]map[int][]result{}
+	for _, t := range targets {
+		results[t.name] = map[int][]result{}
+		// Warm up connections and code paths.
+		if _, err := load(client, t, maxConc, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	for r := 0; r < o.rounds; r++ {
+		order := slices.Clone(targets)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, c := range o.conc {
+			for _, t := range order {
+				res, err := load(client, t, c, o.duration)
+				if err != nil {
+					return err
+				}
+				results[t.name][c] = append(results[t.name][c], res)
+			}
+		}
+	}
+	st := model.Scheduler.Stats()
+
+	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, max_queue_delay %dus, %d rounds x %v, payload %d B JSON / %d B binary\n",
+		o.backend, o.instances, o.maxBatch, o.delayUs, o.rounds, o.duration, len(jsonBody), len(binBody))
+	fmt.Printf("compute (direct Execute, 1 row): p50 %.1f us\n\n", us(compute))
+	fmt.Printf("%-12s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
+	med := map[string]map[int]result{}
+	for _, t := range targets {
+		med[t.name] = map[int]result{}
+		for _, c := range o.conc {
+			m := median(results[t.name][c])
+			med[t.name][c] = m
+			fmt.Printf("%-12s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
+		}
+	}
+	fmt.Println()
+	for _, c := range o.conc {
+		for _, kind := range []string{"json", "bin"} {
+			tr, fl := med["triton-"+kind][c], med["floor-"+kind][c]
+			fmt.Printf("conc %3d %-4s: p50 overhead over floor+compute %+.1f us; throughput triton/floor %.2f\n",
+				c, kind, us(tr.p50)-us(fl.p50)-us(compute), tr.throughput/fl.throughput)
+		}
+	}
+	if st.ExecutionCount > 0 {
+		fmt.Printf("\ndynamic batching: %d inferences in %d executions (%.1f rows per execution)\n",
+			st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount))
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// median takes the median of each figure over rounds independently.
+func median(rs []result) result {
+	p50 := make([]time.Duration, len(rs))
+	p99 := make([]time.Duration, len(rs))
+	tp := make([]float64, len(rs))
+	for i, r := range rs {
+		p50[i], p99[i], tp[i] = r.p50, r.p99, r.throughput
+	}
+	slices.Sort(p50)
+	slices.Sort(p99)
+	slices.Sort(tp)
+	n := len(rs) / 2
+	return result{p50: p50[n], p99: p99[n], throughput: tp[n]}
+}
