@@ -37,31 +37,29 @@ def _align(n):
 
 
 class Channel:
-    """Framed JSON messages over two pipe descriptors."""
+    """Framed JSON messages over two pipe descriptors.
+
+    Reads are buffered so that a frame usually costs one read call.
+    """
 
     def __init__(self, rfd, wfd):
         self._r = rfd
         self._w = wfd
-
-    def _read_exact(self, n):
-        chunks = []
-        while n > 0:
-            chunk = os.read(self._r, n)
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            n -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._buf = b""
 
     def recv(self):
-        head = self._read_exact(4)
-        if head is None:
-            return None
-        (length,) = _HEADER.unpack(head)
-        body = self._read_exact(length)
-        if body is None:
-            return None
-        return json.loads(body)
+        buf = self._buf
+        while True:
+            need = 4
+            if len(buf) >= 4:
+                need += _HEADER.unpack_from(buf)[0]
+                if len(buf) >= need:
+                    self._buf = buf[need:]
+                    return json.loads(buf[4:need])
+            chunk = os.read(self._r, max(65536, need - len(buf)))
+            if not chunk:
+                return None
+            buf = buf + chunk if buf else chunk
 
     def send(self, obj):
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
