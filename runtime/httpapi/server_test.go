@@ -68,6 +68,10 @@ type env struct {
 }
 
 func writeModel(t *testing.T, root, name, cfg string, versions ...string) {
+	writeModelTB(t, root, name, cfg, versions...)
+}
+
+func writeModelTB(t testing.TB, root, name, cfg string, versions ...string) {
 	t.Helper()
 	for _, v := range versions {
 		if err := os.MkdirAll(filepath.Join(root, name, v), 0o755); err != nil {
@@ -84,7 +88,7 @@ func newEnv(t testing.TB, models map[string]string, maxInput int64) *env {
 	t.Helper()
 	root := t.TempDir()
 	for name, cfg := range models {
-		writeModel(t.(*testing.T), root, name, cfg, "1", "2")
+		writeModelTB(t, root, name, cfg, "1", "2")
 	}
 	be := fake.New()
 	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
@@ -216,6 +220,12 @@ func TestModelMetadataReadyConfig(t *testing.T) {
 	in := cfg["input"].([]any)[0].(map[string]any)
 	if in["data_type"] != "TYPE_FP32" || fmt.Sprint(in["dims"]) != "[4]" {
 		t.Errorf("config input: %v", in)
+	}
+	// Triton's defaults are filled in: one CPU instance group named
+	// <model>_0 with count 1.
+	ig := cfg["instance_group"].([]any)[0].(map[string]any)
+	if ig["name"] != "linear_0" || ig["kind"] != "KIND_CPU" || ig["count"].(float64) != 1 {
+		t.Errorf("config instance_group: %v", ig)
 	}
 }
 

@@ -167,13 +167,12 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		return nil, errors.New("a model needs at least one input and one output")
 	}
 
+	if err := fillDefaults(cfg, r.backendName); err != nil {
+		return nil, err
+	}
 	r.sched = scheduler.Config{Name: cfg.Name, MaxBatchSize: int(cfg.MaxBatchSize)}
 	for _, g := range cfg.GetInstanceGroup() {
-		c := int(g.GetCount())
-		if c < 0 {
-			return nil, fmt.Errorf("instance_group count must be >= 0, got %d", c)
-		}
-		r.sched.Instances += max(c, 1)
+		r.sched.Instances += int(g.GetCount())
 	}
 	if r.sched.Instances > MaxInstances {
 		return nil, fmt.Errorf("%d instances requested; at most %d per model", r.sched.Instances, MaxInstances)
@@ -199,6 +198,39 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	}
 	r.json = modelconfig.JSON(cfg)
 	return r, nil
+}
+
+// fillDefaults completes cfg the way Triton does before it is shown by the
+// configuration endpoint or handed to a backend: the default version
+// policy, one CPU instance group when none is given, group names
+// "<model>_<index>", KIND_AUTO resolved to KIND_CPU (there are no GPUs
+// here), count 1 when unset, and the backend's default model filename.
+func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
+	if cfg.VersionPolicy == nil {
+		cfg.VersionPolicy = &modelconfig.ModelVersionPolicy{PolicyChoice: &modelconfig.ModelVersionPolicy_Latest_{
+			Latest: &modelconfig.ModelVersionPolicy_Latest{NumVersions: 1}}}
+	}
+	if len(cfg.InstanceGroup) == 0 {
+		cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{{}}
+	}
+	for i, g := range cfg.InstanceGroup {
+		if g.Count < 0 {
+			return fmt.Errorf("instance_group count must be >= 0, got %d", g.Count)
+		}
+		if g.Count == 0 {
+			g.Count = 1
+		}
+		if g.Name == "" {
+			g.Name = fmt.Sprintf("%s_%d", cfg.Name, i)
+		}
+		if g.Kind == modelconfig.ModelInstanceGroup_KIND_AUTO {
+			g.Kind = modelconfig.ModelInstanceGroup_KIND_CPU
+		}
+	}
+	if cfg.DefaultModelFilename == "" {
+		cfg.DefaultModelFilename = defaultFilenames[backendName]
+	}
+	return nil
 }
 
 // tensorDecl is what ModelInput and ModelOutput have in common.
