@@ -278,7 +278,7 @@ func TestInferBinaryInAndOut(t *testing.T) {
 	want := f32bytes(fake.Linear(x, 4, 3))
 	for _, c := range []struct {
 		name, params, outputs string
-		binaryOut           bool
+		binaryOut             bool
 	}{
 		{"all-binary", `"parameters":{"binary_data_output":true},`, ``, true},
 		{"per-output-binary", ``, `,"outputs":[{"name":"OUTPUT__0","parameters":{"binary_data":true}}]`, true},
