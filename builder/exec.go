@@ -59,7 +59,7 @@ type StepProgress interface {
 
 // LauncherFactory prepares the memory-aware launcher for one node's build.
 type LauncherFactory interface {
-	Prepare(ctx context.Context, n *Node, jobs JobPlan, stats string) (Launch, error)
+	Prepare(ctx context.Context, n *Node, jobs JobPlan, stats, workDir string) (Launch, error)
 }
 
 // Launch is the environment and CMake arguments that route a node's
@@ -190,7 +190,7 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 		return fmt.Errorf("%s: %w after fetch", n.Name, ErrStopped)
 	}
 	if e.Launcher != nil {
-		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n)); err != nil {
+		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n), b.work); err != nil {
 			return fmt.Errorf("%s: preparing launcher: %w", n.Name, err)
 		}
 		defer b.launch.Close()

@@ -3,6 +3,7 @@ package builder
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/tritonbuild/tritonbuild/toolchain"
@@ -45,7 +46,7 @@ type MemoryLauncher struct {
 }
 
 // Prepare starts the broker for one node's build.
-func (m *MemoryLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath string) (Launch, error) {
+func (m *MemoryLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath, workDir string) (Launch, error) {
 	st, err := toolchain.LoadStats(statsPath, n.Name, n.Version)
 	if err != nil {
 		st = toolchain.NewStats(n.Name, n.Version)
@@ -61,6 +62,9 @@ func (m *MemoryLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, sta
 		StatsPath: statsPath,
 		Declared:  toolchain.Profile{CompileBytes: int64(n.Recipe.Memory.Compile), LinkBytes: int64(n.Recipe.Memory.Link)},
 		Logf:      m.Logf,
+		// Key per-file history by paths relative to the work dir, so it
+		// carries over to the next build of this recipe version.
+		TrimPrefixes: []string{filepath.Join(workDir, "src"), filepath.Join(workDir, "build"), workDir},
 	})
 	if err != nil {
 		return nil, err

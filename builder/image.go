@@ -1,0 +1,224 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/images"
+)
+
+// ImageRequest says which image to assemble from a plan and where to put it.
+type ImageRequest struct {
+	// Target is the recipe whose closure goes into the image.
+	Target          string
+	Tag             string
+	Tarball         string
+	Layout          string
+	Push            string
+	Insecure        bool
+	Base            string
+	ModelRepository string
+	Python          bool
+	// Epoch overrides SOURCE_DATE_EPOCH; zero derives it from the pins.
+	Epoch time.Time
+	// Progress receives layer progress.
+	Progress images.ProgressFunc
+	Out      io.Writer
+}
+
+// ImageResult reports what was assembled and whether it was reused.
+type ImageResult struct {
+	Summary images.Summary
+	// Unchanged is true when every requested output already held this
+	// exact image (same inputs), so nothing was written.
+	Unchanged bool
+	Digest    string
+}
+
+// Trees lists the install trees of the target's closure for image layers.
+// Externals are not copied: their shared libraries reach the image through
+// the ELF closure of the trees that link them.
+func (p *Project) Trees(plan *Plan, target string) ([]images.Tree, error) {
+	if plan.Node(target) == nil {
+		return nil, fmt.Errorf("image target %q is not in the plan", target)
+	}
+	var trees []images.Tree
+	for _, n := range plan.Closure(target) {
+		if n.Status == StatusExternal {
+			continue
+		}
+		if n.Status != StatusCached {
+			return nil, fmt.Errorf("image: %s is not built yet (run tritonbuild build %s)", n.Name, target)
+		}
+		m, err := p.Store.Manifest(n)
+		if err != nil {
+			return nil, err
+		}
+		t := images.Tree{Name: n.Name, Version: n.Version, Hash: n.Hash, Dir: p.Store.TreeDir(n),
+			SourceURL: m.SourceURL, SHA256: m.SHA256, License: m.License, Homepage: m.Homepage}
+		if m.Epoch > 0 {
+			t.Epoch = time.Unix(m.Epoch, 0).UTC()
+		}
+		trees = append(trees, t)
+	}
+	return trees, nil
+}
+
+// BuildImage assembles the image of req.Target's closure and writes the
+// requested outputs. Layers are cached in the store, and when the inputs
+// (tree hashes, options, epoch, model repository contents) match what the
+// outputs were last written from, nothing is rewritten.
+func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) (*ImageResult, error) {
+	trees, err := p.Trees(plan, req.Target)
+	if err != nil {
+		return nil, err
+	}
+	epoch := req.Epoch
+	if epoch.IsZero() {
+		if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
+			if epoch, err = images.ParseSourceDateEpoch(s); err != nil {
+				return nil, fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
+			}
+		} else {
+			epoch = images.DefaultEpoch(trees)
+		}
+	}
+	key, err := imageKey(trees, req, epoch)
+	if err != nil {
+		return nil, err
+	}
+	stamp := filepath.Join(p.Store.Root, "images", "outputs.json")
+	stamps := map[string]string{}
+	if data, err := os.ReadFile(stamp); err == nil {
+		json.Unmarshal(data, &stamps)
+	}
+	outputs := map[string]string{}
+	if req.Tarball != "" {
+		outputs["tarball:"+absPath(req.Tarball)] = req.Tarball
+	}
+	if req.Layout != "" {
+		outputs["layout:"+absPath(req.Layout)] = req.Layout
+	}
+	if req.Push == "" && len(outputs) > 0 {
+		same := true
+		for id, path := range outputs {
+			if _, err := os.Stat(path); err != nil || stamps[id] != key {
+				same = false
+			}
+		}
+		if same {
+			return &ImageResult{Unchanged: true, Digest: stamps["digest:"+key]}, nil
+		}
+	}
+	opts := images.Options{
+		Trees:           trees,
+		ModelRepository: req.ModelRepository,
+		Base:            req.Base,
+		Insecure:        req.Insecure,
+		Epoch:           epoch,
+		Name:            req.Target,
+		Version:         plan.Node(req.Target).Version,
+		Source:          "tritonbuild",
+		Revision:        plan.Node(req.Target).Hash,
+		CacheDir:        filepath.Join(p.Store.Root, "images", "layers"),
+		Progress:        req.Progress,
+	}
+	asm, err := images.Assemble(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer asm.Close()
+	tag := req.Tag
+	if tag == "" {
+		tag = req.Target + ":latest"
+	}
+	oo := images.OutputOptions{Progress: req.Progress, Insecure: req.Insecure}
+	if req.Layout != "" {
+		if err := images.WriteLayout(ctx, asm.Image, req.Layout, tagOnly(tag), oo); err != nil {
+			return nil, err
+		}
+	}
+	if req.Tarball != "" {
+		if err := os.MkdirAll(filepath.Dir(absPath(req.Tarball)), 0o755); err != nil {
+			return nil, err
+		}
+		if err := images.WriteTarball(ctx, asm.Image, req.Tarball, tag, oo); err != nil {
+			return nil, err
+		}
+	}
+	res := &ImageResult{Summary: asm.Summary, Digest: asm.Summary.Digest.String()}
+	if req.Push != "" {
+		ref, err := images.Push(ctx, asm.Image, req.Push, oo)
+		if err != nil {
+			return nil, err
+		}
+		if req.Out != nil {
+			fmt.Fprintf(req.Out, "pushed %s\n", ref)
+		}
+	}
+	for id := range outputs {
+		stamps[id] = key
+	}
+	stamps["digest:"+key] = res.Digest
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
+		if data, err := json.MarshalIndent(stamps, "", " "); err == nil {
+			writeFileAtomic(stamp, data, 0o644)
+		}
+	}
+	return res, nil
+}
+
+// imageKey identifies an image's inputs: the trees' hashes, the options
+// and the model repository's contents.
+func imageKey(trees []images.Tree, req ImageRequest, epoch time.Time) (string, error) {
+	in := map[string]any{"epoch": strconv.FormatInt(epoch.Unix(), 10), "base": req.Base, "python": req.Python, "tag": req.Tag}
+	var hashes []string
+	for _, t := range trees {
+		hashes = append(hashes, t.Name+"="+t.Hash)
+	}
+	in["trees"] = hashes
+	if req.ModelRepository != "" {
+		h, err := hashModelDir(req.ModelRepository)
+		if err != nil {
+			return "", fmt.Errorf("model repository %s: %w", req.ModelRepository, err)
+		}
+		in["models"] = h
+	}
+	return hashJSON(in), nil
+}
+
+func hashModelDir(dir string) (string, error) {
+	m, err := BuildManifest(dir)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(m.Digest))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func tagOnly(ref string) string {
+	for i := len(ref) - 1; i >= 0; i-- {
+		if ref[i] == ':' {
+			return ref[i+1:]
+		}
+		if ref[i] == '/' {
+			break
+		}
+	}
+	return "latest"
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,119 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Verify rebuilds name's closure into a fresh store at tmpStore and
+// compares name's tree with the cached one, returning one line per path
+// that differs (empty when the build is reproducible). The cached tree must
+// exist; ex is used as a template (its output and options are kept).
+func Verify(ctx context.Context, p *Project, name, tmpStore string, ex *Executor) ([]string, error) {
+	plan, err := p.Plan(ctx, []string{name}, nil)
+	if err != nil {
+		return nil, err
+	}
+	n := plan.Node(name)
+	if n.Status != StatusCached {
+		return nil, fmt.Errorf("verify %s: nothing to compare with: it is %s (build it first)", name, n.Status)
+	}
+	want, err := p.Store.Manifest(n)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenStore(tmpStore)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: p.Settings, Targets: []string{name}, Store: st, ProjectDir: p.Dir})
+	if err != nil {
+		return nil, err
+	}
+	if fresh.Node(name).Hash != n.Hash {
+		return nil, fmt.Errorf("verify %s: the plan's hash changed between two plans (%s vs %s)", name, n.ShortHash(), fresh.Node(name).ShortHash())
+	}
+	vex := *ex
+	vex.Store = st
+	vex.Launcher = nil
+	if err := vex.Run(ctx, fresh, fresh.Nodes); err != nil {
+		return nil, fmt.Errorf("verify %s: rebuilding: %w", name, err)
+	}
+	got, err := st.Manifest(fresh.Node(name))
+	if err != nil {
+		return nil, err
+	}
+	return diffManifests(want, got), nil
+}
+
+func diffManifests(a, b *Manifest) []string {
+	index := func(m *Manifest) map[string]FileEntry {
+		out := map[string]FileEntry{}
+		for _, f := range m.Files {
+			out[f.Path] = f
+		}
+		return out
+	}
+	ia, ib := index(a), index(b)
+	var out []string
+	for p, fa := range ia {
+		fb, ok := ib[p]
+		switch {
+		case !ok:
+			out = append(out, "only in the cached tree: "+p)
+		case fa != fb:
+			out = append(out, fmt.Sprintf("differs: %s (%s %d %s -> %s %d %s)", p, fa.Mode, fa.Size, short(fa.SHA256+fa.Link), fb.Mode, fb.Size, short(fb.SHA256+fb.Link)))
+		}
+	}
+	for p := range ib {
+		if _, ok := ia[p]; !ok {
+			out = append(out, "only in the rebuilt tree: "+p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// InstallIfChanged installs nodes into prefix unless the prefix already
+// holds exactly these trees (recorded in the store), so a no-op `all` does
+// not copy anything.
+func InstallIfChanged(ctx context.Context, store *Store, nodes []*Node, prefix string) error {
+	abs, err := filepath.Abs(prefix)
+	if err != nil {
+		return err
+	}
+	var hashes []string
+	for _, n := range nodes {
+		if n.Status != StatusExternal {
+			hashes = append(hashes, n.Hash)
+		}
+	}
+	sum := sha256.Sum256([]byte(abs))
+	stamp := filepath.Join(store.Root, "installs", hex.EncodeToString(sum[:8])+".json")
+	want, _ := json.Marshal(map[string]any{"prefix": abs, "trees": hashes})
+	if have, err := os.ReadFile(stamp); err == nil && string(have) == string(want) {
+		if _, err := os.Stat(abs); err == nil {
+			return nil
+		}
+	}
+	if err := Install(ctx, store, nodes, abs); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(stamp, want, 0o644)
+}
