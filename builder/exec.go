@@ -424,6 +424,13 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 		tp := e.Store.TreeDir(n.Toolchain)
 		env = append(env, "LLVM_DIR="+filepath.Join(tp, "lib", "cmake", "llvm"), "LLVM_PATH="+tp)
 	}
+	// What dependencies export (their ABI settings, say) comes before the
+	// recipe's own env, which may override it.
+	for _, d := range closureOf(n) {
+		for _, k := range sortedKeys(d.Recipe.Exports) {
+			env = append(env, k+"="+expandNode(d, e.Store.TreeDir(d), d.Recipe.Exports[k]))
+		}
+	}
 	for _, k := range sortedKeys(n.Recipe.Env) {
 		env = append(env, k+"="+b.expand(n.Recipe.Env[k], false))
 	}
@@ -465,6 +472,27 @@ func renderOption(v any, cmake bool) string {
 		return strings.Join(x, " ")
 	}
 	return fmt.Sprint(v)
+}
+
+// expandNode substitutes another node's own references (options,
+// prefix, version) in its exports.
+func expandNode(n *Node, prefix, s string) string {
+	return refRE.ReplaceAllStringFunc(s, func(m string) string {
+		key := m[2 : len(m)-1]
+		switch {
+		case strings.HasPrefix(key, "options."):
+			if v, ok := n.Options[strings.TrimPrefix(key, "options.")]; ok {
+				return renderOption(v, false)
+			}
+		case key == "prefix":
+			return prefix
+		case key == "version":
+			return n.Version
+		case key == "name":
+			return n.Name
+		}
+		return m
+	})
 }
 
 // expand substitutes ${...} references; unknown ones stay for the shell.

@@ -274,6 +274,9 @@ func (r *Recipe) templates() []template {
 	for _, k := range sortedKeys(r.Env) {
 		out = append(out, template{"env." + k, r.Env[k]})
 	}
+	for _, k := range sortedKeys(r.Exports) {
+		out = append(out, template{"exports." + k, r.Exports[k]})
+	}
 	b := r.Build
 	if b.CMake != nil {
 		for _, k := range sortedKeys(b.CMake.Defines) {

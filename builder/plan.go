@@ -286,7 +286,10 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 		n.Status = StatusExternal
 		n.Reason = "external " + ext + " (" + version + ")"
 		n.Identity = version + "@" + ext
-		n.Hash = hashJSON(map[string]any{"external": n.Name, "version": version, "path": ext, "platform": pl.opts.Platform})
+		// What an external exports to dependents (ABI settings) is part
+		// of its identity, like its version and path.
+		n.Hash = hashJSON(map[string]any{"external": n.Name, "version": version, "path": ext, "platform": pl.opts.Platform,
+			"exports": n.Recipe.Exports, "options": n.Options})
 		return nil
 	}
 	digest, err := pl.sourceDigest(n)

@@ -29,6 +29,11 @@ type Recipe struct {
 	Build     Build             `yaml:"build" json:"build" jsonschema:"required"`
 	// Env is exported to every build step; values may use ${...} references.
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// Exports are environment variables set in the builds of every recipe
+	// that depends on this one (directly or not): how a library tells its
+	// users the ABI it was built with. Values may use ${options.*},
+	// ${prefix} and ${version} of this recipe.
+	Exports map[string]string `yaml:"exports" json:"exports,omitempty"`
 	// Memory is the expected peak memory of one compile and one link job,
 	// used until measured figures exist.
 	Memory MemoryProfile `yaml:"memory" json:"memory,omitempty"`
