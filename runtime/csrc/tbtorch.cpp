@@ -180,6 +180,11 @@ tbt_status collect_outputs(const c10::IValue &v, std::vector<at::Tensor> *out, c
 // set_num_interop_threads per process and, when it refuses a second one,
 // still overwrites its record of the size, so later calls never reach it.
 std::mutex interop_mu;
+
+// Paths loaded by tbt_load_library, for tbt_loaded_library; the strings are
+// leaked on purpose so that pointers handed out stay valid.
+std::mutex loaded_mu;
+std::vector<char *> loaded_libraries;
 int32_t interop_set = 0; // 0: never set through this library
 
 } // namespace
@@ -279,17 +284,39 @@ tbt_status tbt_load_library(const char *path, char **err) {
   if (path == nullptr || path[0] == '\0') {
     return fail(err, TBT_ERR_INVALID_ARG, "op library: empty path");
   }
-  // RTLD_GLOBAL: the library's operator registrations and the symbols it
-  // exports must be visible to TorchScript code loaded afterwards.
-  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (h == nullptr) {
-    const char *e = dlerror();
-    return fail(err, TBT_ERR_NOT_FOUND,
-                std::string("loading op library ") + path + ": " +
-                    (e != nullptr ? e : "unknown dlopen error"));
+  return guarded(err, std::string("loading op library ") + path, [&]() -> tbt_status {
+    // RTLD_GLOBAL: the library's operator registrations and the symbols it
+    // exports must be visible to TorchScript code loaded afterwards.
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (h == nullptr) {
+      const char *e = dlerror();
+      return fail(err, TBT_ERR_NOT_FOUND,
+                  std::string("loading op library ") + path + ": " +
+                      (e != nullptr ? e : "unknown dlopen error"));
+    }
+    // The handle is deliberately never closed (see tbtorch.h).
+    std::lock_guard<std::mutex> lock(loaded_mu);
+    for (const char *p : loaded_libraries) {
+      if (std::strcmp(p, path) == 0) {
+        return TBT_OK;
+      }
+    }
+    loaded_libraries.push_back(strdup(path)); // never freed: see tbtorch.h
+    return TBT_OK;
+  });
+}
+
+int32_t tbt_loaded_library_count(void) {
+  std::lock_guard<std::mutex> lock(loaded_mu);
+  return static_cast<int32_t>(loaded_libraries.size());
+}
+
+const char *tbt_loaded_library(int32_t i) {
+  std::lock_guard<std::mutex> lock(loaded_mu);
+  if (i < 0 || static_cast<size_t>(i) >= loaded_libraries.size()) {
+    return nullptr;
   }
-  // The handle is deliberately never closed (see tbtorch.h).
-  return TBT_OK;
+  return loaded_libraries[i];
 }
 
 tbt_status tbt_set_inter_op_threads(int32_t n, int32_t *in_effect, char **err) {

@@ -32,5 +32,8 @@
 //     are loaded with dlopen(RTLD_NOW|RTLD_GLOBAL) before the model, after
 //     the server-wide libraries given as
 //     --backend-config=pytorch,op-libraries=/a.so:/b.so (a list separated by
-//     the OS path-list separator, ':' on Linux).
+//     the OS path-list separator, ':' on Linux). Each new library is first
+//     loaded by tbtorch-probe in a child process, so that one whose
+//     initializers throw fails the model's load instead of aborting the
+//     server.
 package torch

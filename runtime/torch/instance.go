@@ -73,7 +73,7 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
 	}
 
-	if err := b.prepareProcess(where, spec, inter); err != nil {
+	if err := b.prepareProcess(ctx, where, spec, inter); err != nil {
 		return nil, err
 	}
 	mod, err := LoadModule(ModuleOptions{
@@ -97,11 +97,11 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 // prepareProcess applies the process-wide settings a model needs: its op
 // libraries and the inter-op thread count. The module itself is loaded
 // outside the lock, so models load in parallel.
-func (b *Backend) prepareProcess(where string, spec *backend.ModelSpec, inter int) error {
+func (b *Backend) prepareProcess(ctx context.Context, where string, spec *backend.ModelSpec, inter int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, lib := range opLibraries(spec) {
-		if err := LoadLibrary(lib); err != nil {
+		if err := LoadLibrary(ctx, lib); err != nil {
 			return wrapErr(where, err)
 		}
 	}

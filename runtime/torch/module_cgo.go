@@ -28,7 +28,16 @@ static tbt_status tbt_call_forward(tbt_module *m, const tbt_tensor_in *in, int32
 import "C"
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -91,9 +100,21 @@ func statusError(st C.tbt_status, msg *C.char) error {
 
 // LoadLibrary dlopens a custom-op library (RTLD_NOW|RTLD_GLOBAL) so that
 // modules loaded afterwards can use its operators. The library stays loaded
-// for the life of the process. The error names the path and the loader's
-// message.
-func LoadLibrary(path string) error {
+// for the life of the process; loading a path again does nothing. Errors
+// name the path and the loader's message.
+//
+// A library whose static initializers throw would abort the process from
+// inside dlopen, so when tbtorch-probe is installed beside libtbtorch.so the
+// library is first loaded there, in a child process, after the libraries
+// this process already has.
+func LoadLibrary(ctx context.Context, path string) error {
+	loaded := loadedLibraries()
+	if slices.Contains(loaded, path) {
+		return nil
+	}
+	if err := probeLibrary(ctx, loaded, path); err != nil {
+		return err
+	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var msg *C.char
@@ -101,6 +122,58 @@ func LoadLibrary(path string) error {
 		return statusError(st, msg)
 	}
 	return nil
+}
+
+func loadedLibraries() []string {
+	n := int(C.tbt_loaded_library_count())
+	libs := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		if p := C.tbt_loaded_library(C.int32_t(i)); p != nil {
+			libs = append(libs, C.GoString(p))
+		}
+	}
+	return libs
+}
+
+// ProbeName is the helper program probeLibrary runs, installed beside
+// libtbtorch.so.
+const ProbeName = "tbtorch-probe"
+
+// probeLibrary loads loaded..., path in a child process (tbtorch-probe)
+// and turns its failure into an error naming path. Without the probe it does
+// nothing.
+func probeLibrary(ctx context.Context, loaded []string, path string) error {
+	lib := LibraryPath()
+	if lib == "" {
+		return nil
+	}
+	probe := filepath.Join(filepath.Dir(lib), ProbeName)
+	if _, err := os.Stat(probe); err != nil {
+		return nil
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, probe, append(loaded, path)...)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("probing op library %s: %w", path, ctx.Err())
+	}
+	reason := strings.TrimSpace(stderr.String())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return backend.Errorf(backend.Internal, "loading op library %s: running %s: %v", path, probe, err)
+	}
+	if reason == "" {
+		reason = exit.String() // killed by a signal, for example
+	}
+	code := backend.InvalidArg
+	if exit.ExitCode() == 2 { // dlopen itself failed
+		code = backend.NotFound
+	}
+	return backend.Errorf(code, "loading op library %s: %s", path, reason)
 }
 
 // SetInterOpThreads sets libtorch's process-wide inter-op pool size. It

@@ -473,6 +473,25 @@ torch.jit.script(M()).save(sys.argv[2])
 			t.Fatalf("y = %v, want x*3+1 for x = %v", got, x)
 		}
 	}
+
+	// A second copy of the library registers the namespace again; libtorch
+	// throws from its static initializer and that must come back as an error.
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash := filepath.Join(dir, "libtbtest_clash.so")
+	if err := os.WriteFile(clash, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = LoadLibrary(context.Background(), clash)
+	if err == nil || !strings.Contains(err.Error(), clash) || !strings.Contains(err.Error(), "tbtest") {
+		t.Fatalf("clashing library: %v", err)
+	}
+	t.Logf("clashing library: %v", err)
+	if err := LoadLibrary(context.Background(), lib); err != nil {
+		t.Fatalf("loading again after a failed load: %v", err)
+	}
 }
 
 func TestWrongNumberOfInputs(t *testing.T) {

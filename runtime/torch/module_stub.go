@@ -2,7 +2,11 @@
 
 package torch
 
-import "github.com/tritonbuild/tritonbuild/runtime/backend"
+import (
+	"context"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
 
 // Available reports whether this build can run TorchScript models.
 const Available = false
@@ -12,7 +16,7 @@ func notBuilt() error {
 }
 
 // LoadLibrary fails: this build has no libtorch runtime.
-func LoadLibrary(path string) error { return notBuilt() }
+func LoadLibrary(ctx context.Context, path string) error { return notBuilt() }
 
 // SetInterOpThreads fails: this build has no libtorch runtime.
 func SetInterOpThreads(n int) error { return notBuilt() }

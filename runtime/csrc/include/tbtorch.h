@@ -107,9 +107,21 @@ TBT_API void tbt_string_free(char *s);
  * Loads a shared library with dlopen(RTLD_NOW | RTLD_GLOBAL) so that the
  * TorchScript operators it registers are visible to modules loaded later.
  * Loading the same path again is cheap (dlopen reference counting).
- * Failure: TBT_ERR_NOT_FOUND with "<path>: <dlerror text>".
+ * Failure: TBT_ERR_NOT_FOUND with "loading op library <path>: <dlerror text>".
+ * A C++ exception thrown by the library's static initializers cannot be
+ * caught across dlopen and aborts the process; the tbtorch-probe program
+ * installed beside this library lets a caller find that out in a child
+ * process first (runtime/torch does).
  */
 TBT_API tbt_status tbt_load_library(const char *path, char **err);
+
+/*
+ * Libraries loaded successfully by tbt_load_library so far, in load order
+ * (each path once). The strings are owned by the library and stay valid for
+ * the life of the process; NULL when i is out of range.
+ */
+TBT_API int32_t tbt_loaded_library_count(void);
+TBT_API const char *tbt_loaded_library(int32_t i);
 
 /*
  * Sets libtorch's inter-op thread pool size. libtorch allows this only once
