@@ -27,7 +27,7 @@ type Backend struct {
 
 // New returns the libtorch backend. In a build without cgo or the libtorch
 // tag it still works as a value, but every NewInstance fails with
-// ErrNotBuilt.
+// NotBuiltMessage.
 func New(opts Options) *Backend { return &Backend{opts: opts} }
 
 var _ backend.Backend = (*Backend)(nil)

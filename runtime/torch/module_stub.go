@@ -12,7 +12,7 @@ import (
 const Available = false
 
 func notBuilt() error {
-	return &backend.Error{Code: backend.Unavailable, Msg: ErrNotBuilt}
+	return &backend.Error{Code: backend.Unavailable, Msg: NotBuiltMessage}
 }
 
 // LoadLibrary fails: this build has no libtorch runtime.

@@ -15,7 +15,7 @@ func TestStubRefusesToLoad(t *testing.T) {
 	if !asBackendError(err, &be) || be.Code != backend.Unavailable || be.Msg == "" {
 		t.Fatalf("error %#v, want Unavailable", err)
 	}
-	if want := ErrNotBuilt; len(be.Msg) < len(want) || be.Msg[len(be.Msg)-len(want):] != want {
+	if want := NotBuiltMessage; len(be.Msg) < len(want) || be.Msg[len(be.Msg)-len(want):] != want {
 		t.Fatalf("message %q does not end with %q", be.Msg, want)
 	}
 }

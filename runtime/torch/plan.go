@@ -297,9 +297,9 @@ func modelPath(spec *backend.ModelSpec) string {
 	return filepath.Join(dir, name)
 }
 
-// ErrNotBuilt is the message every load fails with in a build without the
+// NotBuiltMessage is the message every load fails with in a build without the
 // libtorch runtime.
-const ErrNotBuilt = "tritonserver was built without the libtorch runtime (cgo and the libtorch build tag are required)"
+const NotBuiltMessage = "tritonserver was built without the libtorch runtime (cgo and the libtorch build tag are required)"
 
 // ModuleOptions configure LoadModule.
 type ModuleOptions struct {

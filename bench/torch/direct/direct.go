@@ -5,7 +5,7 @@
 // its per-request cost against, and the Go side of bench/torch.
 //
 // It needs a build with cgo and the libtorch tag (see runtime/torch); in
-// other builds Measure returns runtime/torch's ErrNotBuilt error.
+// other builds Measure returns an error carrying runtime/torch's NotBuiltMessage.
 package direct
 
 import (
