@@ -10,7 +10,7 @@
 //	CGO_LDFLAGS="-L$OUT -Wl,-rpath,$OUT" go build -tags libtorch ./cmd/tritonserver
 //
 // Without them the package still compiles, with the same API, and every
-// model load fails with NotBuiltMessage's message.
+// model load fails with NotBuiltMessage.
 //
 // Model conventions (those of Triton's PyTorch backend):
 //   - Inputs named `<name>__<index>` (INPUT__0) go to forward() position
