@@ -1,0 +1,131 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/builder"
+)
+
+// PlanOptions configure the plan-level operations.
+type PlanOptions struct {
+	Options
+	// Out receives one line per pulled or pushed node; nil is silent.
+	Out io.Writer
+	// BuildOnFailure turns a node whose pull fails (unreachable registry,
+	// refused artifact) back into a build instead of failing the run.
+	BuildOnFailure bool
+}
+
+func (o PlanOptions) printf(format string, args ...any) {
+	if o.Out != nil {
+		fmt.Fprintf(o.Out, format, args...)
+	}
+}
+
+// Mark asks the registry about every node the plan would build (except
+// forced ones) and marks those it holds builder.StatusRemote. It returns
+// how many it marked. Planning stays free of downloads: this is one HEAD
+// request per node.
+func Mark(ctx context.Context, plan *builder.Plan, ref string, opts PlanOptions) (int, error) {
+	marked := 0
+	for _, n := range plan.Nodes {
+		if n.Status != builder.StatusBuild || n.Reason == "forced" {
+			continue
+		}
+		ok, err := Has(ctx, ref, n.Hash, opts.Options)
+		if err != nil {
+			return marked, fmt.Errorf("binary cache %s: %s: %w", ref, n.Name, err)
+		}
+		if ok {
+			n.Status, n.Reason = builder.StatusRemote, "in binary cache "+ref
+			marked++
+		}
+	}
+	// A node built only because a dependency was is still built, but its
+	// reason should not name a dependency that is now pulled.
+	for _, n := range plan.Nodes {
+		if n.Status == builder.StatusBuild && n.Reason != "forced" {
+			n.Reason = "not in store or binary cache"
+		}
+	}
+	return marked, nil
+}
+
+// PullPlan fetches every StatusRemote node among nodes into the store and
+// marks it builder.StatusCached. Each node is pulled under the store lock
+// that builds take, into a private staging dir, and committed by rename
+// only after verification.
+func PullPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, ref string, opts PlanOptions) error {
+	for _, n := range nodes {
+		if n.Status != builder.StatusRemote {
+			continue
+		}
+		if err := pullNode(ctx, store, n, ref, opts); err != nil {
+			if !opts.BuildOnFailure {
+				return err
+			}
+			opts.printf("==> %s %s: %v; building it instead\n", n.Name, n.Version, err)
+			n.Status, n.Reason = builder.StatusBuild, "binary cache copy refused"
+			continue
+		}
+		n.Status, n.Reason = builder.StatusCached, "pulled from "+ref
+	}
+	return nil
+}
+
+func pullNode(ctx context.Context, store *builder.Store, n *builder.Node, ref string, opts PlanOptions) error {
+	unlock, err := store.Lock(ctx, store.LockKey(n))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if store.Has(n) {
+		return nil
+	}
+	start := time.Now()
+	staging := store.PullStagingDir(n)
+	// A leftover belongs to a killed pull: we hold the lock.
+	if err := os.RemoveAll(staging); err != nil {
+		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
+	}
+	m, err := Pull(ctx, ref, n.Hash, staging, opts.Options)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", n.Name, n.Version, err)
+	}
+	if err := store.CommitVerified(n, staging, m); err != nil {
+		os.RemoveAll(staging)
+		return err
+	}
+	opts.printf("==> %s %s pulled from %s: %d files, %s, in %s\n", n.Name, n.Version, ref, len(m.Files), m.Digest[:19], time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// PushPlan uploads every node among nodes that is in the store and not yet
+// in the registry. It returns the number of nodes uploaded.
+func PushPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, ref string, opts PlanOptions) (int, error) {
+	pushed := 0
+	for _, n := range nodes {
+		if n.Status == builder.StatusExternal || !store.Has(n) {
+			continue
+		}
+		ok, err := Has(ctx, ref, n.Hash, opts.Options)
+		if err != nil {
+			return pushed, fmt.Errorf("binary cache %s: %s: %w", ref, n.Name, err)
+		}
+		if ok {
+			continue
+		}
+		start := time.Now()
+		p, err := Push(ctx, ref, store.NodeDir(n), opts.Options)
+		if err != nil {
+			return pushed, fmt.Errorf("%s %s: %w", n.Name, n.Version, err)
+		}
+		pushed++
+		opts.printf("==> %s %s pushed to %s (%d bytes) in %s\n", n.Name, n.Version, p.Ref, p.Size, time.Since(start).Round(time.Millisecond))
+	}
+	return pushed, nil
+}
