@@ -1,0 +1,403 @@
+// Package grpcapi is the GRPC frontend: Triton's inference.GRPCInferenceService
+// (KServe v2 plus Triton's extensions) and the standard grpc.health.v1
+// service, served over a repository.Manager.
+//
+// Inputs arrive either as typed InferTensorContents or as raw_input_contents;
+// both are turned into the backend encoding (raw contents without a copy) and
+// checked by the same repository.Model.Validate the HTTP frontend uses.
+// Outputs always travel as raw_output_contents, as Triton's own server sends
+// them. Errors become GRPC status codes through runtime/status, the one place
+// that also maps them to HTTP statuses.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
+)
+
+// ModelControl loads and unloads models on request (explicit model control).
+type ModelControl interface {
+	// Load loads or reloads the model called name. config, when not nil, is
+	// a JSON model configuration used instead of the model's config.pbtxt.
+	Load(ctx context.Context, name string, config []byte) error
+	// Unload stops serving every version of the model.
+	Unload(ctx context.Context, name string) error
+}
+
+// Options configure a Server.
+type Options struct {
+	Manager *repository.Manager
+	// ID and Version are reported by ServerMetadata.
+	ID, Version string
+	// Extensions are the protocol extensions reported by ServerMetadata.
+	Extensions []string
+	// Live and Ready, when set, are consulted in addition to the models'
+	// readiness (for example to report not-ready while shutting down).
+	Live, Ready func() bool
+	// Control serves RepositoryModelLoad and RepositoryModelUnload; nil
+	// refuses them, as Triton does outside explicit model control mode.
+	Control ModelControl
+	// MaxStreamInFlight bounds the requests of one ModelStreamInfer stream
+	// that run at once; 0 means DefaultMaxStreamInFlight.
+	MaxStreamInFlight int
+	Logger            *slog.Logger
+}
+
+// DefaultMaxStreamInFlight is the default bound on concurrently running
+// requests of one stream.
+const DefaultMaxStreamInFlight = 64
+
+// Server implements pb.GRPCInferenceServiceServer.
+type Server struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	opts   Options
+	mgr    *repository.Manager
+	log    *slog.Logger
+	health *health.Server
+}
+
+// New builds the service; register it with Register or NewGRPCServer.
+func New(opts Options) *Server {
+	if opts.ID == "" {
+		opts.ID = "triton"
+	}
+	if opts.MaxStreamInFlight <= 0 {
+		opts.MaxStreamInFlight = DefaultMaxStreamInFlight
+	}
+	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: health.NewServer()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Register adds the inference and health services to r.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	pb.RegisterGRPCInferenceServiceServer(r, s)
+	healthpb.RegisterHealthServer(r, s.health)
+}
+
+// NewGRPCServer returns a grpc.Server carrying the services, accepting
+// messages of any size up to 2 GiB like Triton (tensors can be large).
+func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(math.MaxInt32),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+	}, extra...)
+	g := grpc.NewServer(opts...)
+	s.Register(g)
+	return g
+}
+
+// Shutdown marks every service NOT_SERVING on the health service, so that
+// load balancers stop sending work before the listener closes.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// grpcError converts err to a GRPC status with the code runtime/status maps.
+func grpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := grpcstatus.FromError(err); ok {
+		return err
+	}
+	return grpcstatus.Error(status.GRPCCode(err), err.Error())
+}
+
+// ServerLive implements the RPC.
+func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+	return &pb.ServerLiveResponse{Live: s.opts.Live == nil || s.opts.Live()}, nil
+}
+
+// ServerReady implements the RPC.
+func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	return &pb.ServerReadyResponse{Ready: (s.opts.Ready == nil || s.opts.Ready()) && s.mgr.Ready()}, nil
+}
+
+// model resolves a model name and an optional wire version ("" or "3").
+func (s *Server) model(name, version string) (*repository.Model, error) {
+	if name == "" {
+		return nil, backend.Errorf(backend.InvalidArg, "a model name is required")
+	}
+	v := int64(-1)
+	if version != "" {
+		var err error
+		v, err = strconv.ParseInt(version, 10, 64)
+		if err != nil || v < 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "invalid model version '%s' for model '%s'", version, name)
+		}
+	}
+	return s.mgr.Get(name, v)
+}
+
+// ModelReady implements the RPC: not ready (rather than an error) for
+// models that are unknown or not loaded, as Triton answers.
+func (s *Server) ModelReady(_ context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	_, err := s.model(r.GetName(), r.GetVersion())
+	return &pb.ModelReadyResponse{Ready: err == nil}, nil
+}
+
+// ServerMetadata implements the RPC.
+func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	return &pb.ServerMetadataResponse{Name: s.opts.ID, Version: s.opts.Version, Extensions: s.opts.Extensions}, nil
+}
+
+// ModelMetadata implements the RPC.
+func (s *Server) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	m, err := s.model(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	md := &pb.ModelMetadataResponse{Name: m.Name, Platform: m.Platform}
+	if r.GetVersion() != "" {
+		md.Versions = []string{m.VersionString()}
+	} else {
+		vs, _, _ := s.mgr.Versions(m.Name)
+		for _, v := range vs {
+			if v.State == repository.Ready {
+				md.Versions = append(md.Versions, strconv.FormatInt(v.Version, 10))
+			}
+		}
+	}
+	for i := range m.Spec.Inputs {
+		t := &m.Spec.Inputs[i]
+		md.Inputs = append(md.Inputs, &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.DataType), Shape: m.FullShape(t)})
+	}
+	for i := range m.Spec.Outputs {
+		t := &m.Spec.Outputs[i]
+		md.Outputs = append(md.Outputs, &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.DataType), Shape: m.FullShape(t)})
+	}
+	return md, nil
+}
+
+// ModelConfig implements the RPC. The loaded config is shared read-only.
+func (s *Server) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	m, err := s.model(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.ModelConfigResponse{Config: m.Config}, nil
+}
+
+// ModelInfer implements the RPC.
+func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	resp, err := s.infer(ctx, r)
+	return resp, grpcError(err)
+}
+
+func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	start := time.Now()
+	m, err := s.model(r.GetModelName(), r.GetModelVersion())
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeRequest(r)
+	if err == nil {
+		err = m.Validate(req)
+	}
+	if err != nil {
+		m.Scheduler.RecordFailure(start)
+		return nil, err
+	}
+	resp, err := m.Scheduler.Infer(ctx, req)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return encodeResponse(m, r, resp)
+}
+
+// ModelStreamInfer implements the RPC. Requests of one stream run
+// concurrently (up to MaxStreamInFlight), so responses come back in
+// completion order; clients match them by id, as with Triton. A failed
+// request is answered in band with error_message and the stream goes on.
+func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferRequest, pb.ModelStreamInferResponse]) error {
+	ctx := stream.Context()
+	var (
+		sendMu  sync.Mutex
+		sendErr error
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, s.opts.MaxStreamInFlight)
+	send := func(m *pb.ModelStreamInferResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(m)
+		}
+	}
+	defer wg.Wait()
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := s.infer(ctx, r)
+			if err != nil {
+				// Triton echoes the request's identity with the error so that
+				// the client can tell which request failed.
+				send(&pb.ModelStreamInferResponse{
+					ErrorMessage:  err.Error(),
+					InferResponse: &pb.ModelInferResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), Id: r.GetId()},
+				})
+				return
+			}
+			send(&pb.ModelStreamInferResponse{InferResponse: resp})
+		}()
+	}
+}
+
+// ModelStatistics implements the RPC.
+func (s *Server) ModelStatistics(_ context.Context, r *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
+	models, err := s.statsModels(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &pb.ModelStatisticsResponse{ModelStats: make([]*pb.ModelStatistics, 0, len(models))}
+	for _, m := range models {
+		st := m.Scheduler.Stats()
+		ms := &pb.ModelStatistics{
+			Name: m.Name, Version: m.VersionString(), LastInference: uint64(max(st.LastInference, 0)),
+			InferenceCount: st.InferenceCount, ExecutionCount: st.ExecutionCount,
+			InferenceStats: &pb.InferStatistics{
+				Success: dur(st.Success), Fail: dur(st.Fail), Queue: dur(st.Queue),
+				ComputeInput: dur(st.ComputeInput), ComputeInfer: dur(st.ComputeInfer), ComputeOutput: dur(st.ComputeOutput),
+				CacheHit: &pb.StatisticDuration{}, CacheMiss: &pb.StatisticDuration{},
+			},
+		}
+		for _, b := range st.Batches {
+			ms.BatchStats = append(ms.BatchStats, &pb.InferBatchStatistics{
+				BatchSize: uint64(b.BatchSize), ComputeInput: dur(b.ComputeInput),
+				ComputeInfer: dur(b.ComputeInfer), ComputeOutput: dur(b.ComputeOutput),
+			})
+		}
+		out.ModelStats = append(out.ModelStats, ms)
+	}
+	return out, nil
+}
+
+// statsModels selects the model versions a statistics request names: all
+// ready versions of all models, of one model, or one version.
+func (s *Server) statsModels(name, version string) ([]*repository.Model, error) {
+	if name == "" {
+		return s.mgr.Models(), nil
+	}
+	if version != "" {
+		m, err := s.model(name, version)
+		if err != nil {
+			return nil, err
+		}
+		return []*repository.Model{m}, nil
+	}
+	var out []*repository.Model
+	for _, m := range s.mgr.Models() {
+		if m.Name == name {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		if _, err := s.mgr.Get(name, -1); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// RepositoryIndex implements the RPC.
+func (s *Server) RepositoryIndex(_ context.Context, r *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	idx := s.mgr.Index(r.GetReady())
+	out := &pb.RepositoryIndexResponse{Models: make([]*pb.RepositoryIndexResponse_ModelIndex, 0, len(idx))}
+	for _, e := range idx {
+		out.Models = append(out.Models, &pb.RepositoryIndexResponse_ModelIndex{
+			Name: e.Name, Version: e.Version, State: string(e.State), Reason: e.Reason,
+		})
+	}
+	return out, nil
+}
+
+// errNoControl is Triton's answer to load/unload outside explicit mode.
+func errNoControl() error {
+	return backend.Errorf(backend.Unavailable, "explicit model load / unload is not allowed if polling is enabled")
+}
+
+// RepositoryModelLoad implements the RPC. parameters["config"] (string or
+// bytes) carries a JSON model configuration overriding config.pbtxt.
+func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
+	if s.opts.Control == nil {
+		return nil, grpcError(errNoControl())
+	}
+	if r.GetModelName() == "" {
+		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
+	}
+	var cfg []byte
+	for k, p := range r.GetParameters() {
+		switch k {
+		case "config":
+			switch v := p.GetParameterChoice().(type) {
+			case *pb.ModelRepositoryParameter_StringParam:
+				cfg = []byte(v.StringParam)
+			case *pb.ModelRepositoryParameter_BytesParam:
+				cfg = v.BytesParam
+			default:
+				return nil, grpcError(backend.Errorf(backend.InvalidArg, "load parameter 'config' of model '%s' must be a string holding JSON", r.GetModelName()))
+			}
+		default:
+			// Triton's file:<path> overrides upload model files; not supported.
+			return nil, grpcError(backend.Errorf(backend.Unsupported, "load parameter '%s' of model '%s' is not supported", k, r.GetModelName()))
+		}
+	}
+	if err := s.opts.Control.Load(ctx, r.GetModelName(), cfg); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.RepositoryModelLoadResponse{}, nil
+}
+
+// RepositoryModelUnload implements the RPC.
+func (s *Server) RepositoryModelUnload(ctx context.Context, r *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
+	if s.opts.Control == nil {
+		return nil, grpcError(errNoControl())
+	}
+	if r.GetModelName() == "" {
+		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
+	}
+	if err := s.opts.Control.Unload(ctx, r.GetModelName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.RepositoryModelUnloadResponse{}, nil
+}
+
+func dur(d scheduler.Duration) *pb.StatisticDuration {
+	return &pb.StatisticDuration{Count: d.Count, Ns: d.Ns}
+}

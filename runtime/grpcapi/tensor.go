@@ -1,0 +1,210 @@
+package grpcapi
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// decodeRequest builds the backend request from a ModelInferRequest. Raw
+// contents are used in place (the protobuf message owns them for the whole
+// call); typed contents are encoded little-endian. Shapes, data sizes and
+// names are left to repository.Model.Validate, shared with the HTTP frontend.
+func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
+	ins := r.GetInputs()
+	raw := r.GetRawInputContents()
+	if len(raw) > 0 && len(raw) != len(ins) {
+		return nil, backend.Errorf(backend.InvalidArg, "expected %d raw input contents (one per input) for model '%s', got %d",
+			len(ins), r.GetModelName(), len(raw))
+	}
+	req := &backend.Request{Inputs: make([]backend.Tensor, len(ins))}
+	for i, in := range ins {
+		dt := backend.DataType(in.GetDatatype())
+		if !dt.Valid() {
+			return nil, backend.Errorf(backend.InvalidArg, "input '%s' has invalid datatype '%s'", in.GetName(), in.GetDatatype())
+		}
+		t := &req.Inputs[i]
+		t.Name, t.DataType, t.Shape = in.GetName(), dt, in.GetShape()
+		if t.Shape == nil {
+			t.Shape = []int64{} // a scalar; never nil so backends can rely on it
+		}
+		if len(raw) > 0 {
+			if n := elements(in.GetContents()); n > 0 {
+				return nil, backend.Errorf(backend.InvalidArg, "input '%s' has both contents and raw_input_contents", in.GetName())
+			}
+			t.Data = raw[i]
+			continue
+		}
+		data, err := typedData(in.GetName(), dt, in.GetContents())
+		if err != nil {
+			return nil, err
+		}
+		t.Data = data
+	}
+	if outs := r.GetOutputs(); len(outs) > 0 {
+		req.Outputs = make([]string, len(outs))
+		for i, o := range outs {
+			if _, ok := o.GetParameters()["classification"]; ok {
+				return nil, backend.Errorf(backend.Unsupported, "output '%s': the classification extension is not supported", o.GetName())
+			}
+			req.Outputs[i] = o.GetName()
+		}
+	}
+	return req, nil
+}
+
+// elements counts the values in every field of c.
+func elements(c *pb.InferTensorContents) int {
+	if c == nil {
+		return 0
+	}
+	return len(c.BoolContents) + len(c.IntContents) + len(c.Int64Contents) + len(c.UintContents) +
+		len(c.Uint64Contents) + len(c.Fp32Contents) + len(c.Fp64Contents) + len(c.BytesContents)
+}
+
+// typedData encodes the contents field that matches dt. Values in a field
+// of another type, or integers out of dt's range, are errors rather than
+// silently converted.
+func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]byte, error) {
+	var out []byte
+	var used int
+	rangeErr := func(v int64) error {
+		return backend.Errorf(backend.InvalidArg, "input '%s': value %d is out of range for datatype %s", name, v, dt)
+	}
+	switch dt {
+	case backend.Bool:
+		used = len(c.GetBoolContents())
+		out = make([]byte, used)
+		for i, v := range c.GetBoolContents() {
+			if v {
+				out[i] = 1
+			}
+		}
+	case backend.Int8, backend.Int16, backend.Int32:
+		vals := c.GetIntContents()
+		used = len(vals)
+		size := dt.Size()
+		lo, hi := int64(-1)<<(8*size-1), int64(1)<<(8*size-1)-1
+		out = make([]byte, 0, used*size)
+		for _, v := range vals {
+			if int64(v) < lo || int64(v) > hi {
+				return nil, rangeErr(int64(v))
+			}
+			out = appendUint(out, uint64(v), size)
+		}
+	case backend.Int64:
+		vals := c.GetInt64Contents()
+		used = len(vals)
+		out = make([]byte, 0, 8*used)
+		for _, v := range vals {
+			out = binary.LittleEndian.AppendUint64(out, uint64(v))
+		}
+	case backend.Uint8, backend.Uint16, backend.Uint32:
+		vals := c.GetUintContents()
+		used = len(vals)
+		size := dt.Size()
+		hi := uint64(1)<<(8*size) - 1
+		out = make([]byte, 0, used*size)
+		for _, v := range vals {
+			if uint64(v) > hi {
+				return nil, rangeErr(int64(v))
+			}
+			out = appendUint(out, uint64(v), size)
+		}
+	case backend.Uint64:
+		vals := c.GetUint64Contents()
+		used = len(vals)
+		out = make([]byte, 0, 8*used)
+		for _, v := range vals {
+			out = binary.LittleEndian.AppendUint64(out, v)
+		}
+	case backend.FP32:
+		vals := c.GetFp32Contents()
+		used = len(vals)
+		out = make([]byte, 4*used)
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+		}
+	case backend.FP64:
+		vals := c.GetFp64Contents()
+		used = len(vals)
+		out = make([]byte, 8*used)
+		for i, v := range vals {
+			binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(v))
+		}
+	case backend.Bytes:
+		vals := c.GetBytesContents()
+		used = len(vals)
+		n := 0
+		for _, v := range vals {
+			n += 4 + len(v)
+		}
+		out = make([]byte, 0, n)
+		for _, v := range vals {
+			out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
+			out = append(out, v...)
+		}
+	default: // FP16, BF16: the typed contents have no field for them
+		if elements(c) > 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "input '%s': datatype %s is only accepted in raw_input_contents", name, dt)
+		}
+		return []byte{}, nil
+	}
+	if other := elements(c) - used; other > 0 {
+		return nil, backend.Errorf(backend.InvalidArg, "input '%s' of datatype %s has %d values in contents fields of other datatypes", name, dt, other)
+	}
+	return out, nil
+}
+
+func appendUint(out []byte, v uint64, size int) []byte {
+	switch size {
+	case 1:
+		return append(out, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(out, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(out, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(out, v)
+}
+
+// encodeResponse renders the outputs the request asked for (all, in the
+// model's order, when it named none) as raw_output_contents. The output
+// data is handed to GRPC without a copy.
+func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.Response) (*pb.ModelInferResponse, error) {
+	out := &pb.ModelInferResponse{ModelName: m.Name, ModelVersion: m.VersionString(), Id: r.GetId()}
+	add := func(t *backend.Tensor) {
+		out.Outputs = append(out.Outputs, &pb.ModelInferResponse_InferOutputTensor{
+			Name: t.Name, Datatype: string(t.DataType), Shape: t.Shape,
+		})
+		out.RawOutputContents = append(out.RawOutputContents, t.Data)
+	}
+	outs := resp.Outputs
+	if req := r.GetOutputs(); len(req) > 0 {
+		out.Outputs = make([]*pb.ModelInferResponse_InferOutputTensor, 0, len(req))
+		out.RawOutputContents = make([][]byte, 0, len(req))
+		for _, ro := range req {
+			var t *backend.Tensor
+			for i := range outs {
+				if outs[i].Name == ro.GetName() {
+					t = &outs[i]
+					break
+				}
+			}
+			if t == nil {
+				return nil, backend.Errorf(backend.Internal, "model '%s' did not produce requested output '%s'", m.Name, ro.GetName())
+			}
+			add(t)
+		}
+		return out, nil
+	}
+	out.Outputs = make([]*pb.ModelInferResponse_InferOutputTensor, 0, len(outs))
+	out.RawOutputContents = make([][]byte, 0, len(outs))
+	for i := range outs {
+		add(&outs[i])
+	}
+	return out, nil
+}
