@@ -27,29 +27,28 @@ func (o PlanOptions) printf(format string, args ...any) {
 }
 
 // Mark asks the registry about every node the plan would build (except
-// forced ones) and marks those it holds builder.StatusRemote. It returns
-// how many it marked. Planning stays free of downloads: this is one HEAD
-// request per node.
-func Mark(ctx context.Context, plan *builder.Plan, ref string, opts PlanOptions) (int, error) {
+// forced ones) and marks those it holds for this store's root
+// builder.StatusRemote. It returns how many it marked. Planning stays free
+// of downloads: this is one small manifest GET per node.
+func Mark(ctx context.Context, plan *builder.Plan, store *builder.Store, ref string, opts PlanOptions) (int, error) {
 	marked := 0
 	for _, n := range plan.Nodes {
 		if n.Status != builder.StatusBuild || n.Reason == "forced" {
 			continue
 		}
-		ok, err := Has(ctx, ref, n.Hash, opts.Options)
+		ann, err := Lookup(ctx, ref, n.Hash, opts.Options)
 		if err != nil {
 			return marked, fmt.Errorf("binary cache %s: %s: %w", ref, n.Name, err)
 		}
-		if ok {
+		switch {
+		case ann == nil:
+			n.Reason = "not in store or binary cache"
+		case ann[StoreRootAnnotation] != store.Root:
+			// The tree's rpaths and config files name its own prefix.
+			n.Reason = fmt.Sprintf("binary cache has it for store %s, not %s", ann[StoreRootAnnotation], store.Root)
+		default:
 			n.Status, n.Reason = builder.StatusRemote, "in binary cache "+ref
 			marked++
-		}
-	}
-	// A node built only because a dependency was is still built, but its
-	// reason should not name a dependency that is now pulled.
-	for _, n := range plan.Nodes {
-		if n.Status == builder.StatusBuild && n.Reason != "forced" {
-			n.Reason = "not in store or binary cache"
 		}
 	}
 	return marked, nil
@@ -95,6 +94,10 @@ func pullNode(ctx context.Context, store *builder.Store, n *builder.Node, ref st
 	m, err := Pull(ctx, ref, n.Hash, staging, opts.Options)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", n.Name, n.Version, err)
+	}
+	if m.Hash != n.Hash {
+		os.RemoveAll(staging)
+		return fmt.Errorf("%s %s: binary cache sent node %s", n.Name, n.Version, m.Hash)
 	}
 	if err := store.CommitVerified(n, staging, m); err != nil {
 		os.RemoveAll(staging)

@@ -194,6 +194,7 @@ func Push(ctx context.Context, ref, nodeDir string, opts Options) (*Pushed, erro
 			"org.opencontainers.image.version": m.Version,
 			"dev.tritonbuild.node.hash":        m.Hash,
 			"dev.tritonbuild.tree.digest":      m.Digest,
+			StoreRootAnnotation:                storeRoot(nodeDir),
 		},
 	}
 	raw, err := json.Marshal(man)
@@ -205,6 +206,45 @@ func Push(ctx context.Context, ref, nodeDir string, opts Options) (*Pushed, erro
 	}
 	sum := sha256.Sum256(raw)
 	return &Pushed{Ref: tag.String(), Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}, Size: layerDesc.Size}, nil
+}
+
+// StoreRootAnnotation names the store root a tree was built for. Trees
+// hold their own absolute prefix (rpaths, CMake config files), which lies
+// inside the store, so a tree is only usable by stores at the same root.
+const StoreRootAnnotation = "dev.tritonbuild.store.root"
+
+// storeRoot is the store that holds nodeDir (ROOT/nodes/NODE).
+func storeRoot(nodeDir string) string {
+	abs, err := filepath.Abs(nodeDir)
+	if err != nil {
+		abs = nodeDir
+	}
+	return filepath.Dir(filepath.Dir(abs))
+}
+
+// Lookup fetches the manifest of REPO:<hash> and returns its annotations,
+// or nil when the tag does not exist. One GET of a small document.
+func Lookup(ctx context.Context, ref, hash string, opts Options) (map[string]string, error) {
+	_, tag, err := opts.tag(ref, hash)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := remote.Get(tag, opts.remote(ctx)...)
+	if err != nil {
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("looking up %s: %w", tag, err)
+	}
+	var man v1.Manifest
+	if err := json.Unmarshal(desc.Manifest, &man); err != nil {
+		return nil, fmt.Errorf("looking up %s: manifest: %w", tag, err)
+	}
+	if man.Annotations == nil {
+		man.Annotations = map[string]string{}
+	}
+	return man.Annotations, nil
 }
 
 // rawManifest is a manifest that remote.Put sends as is.
@@ -504,4 +544,24 @@ func describe(f builder.FileEntry) string {
 		return fmt.Sprintf("directory %s", f.Mode)
 	}
 	return fmt.Sprintf("file %s, %d bytes, sha256 %s", f.Mode, f.Size, f.SHA256)
+}
+
+// LayerDigest returns the digest of the tree layer of REPO:<hash>.
+func LayerDigest(ctx context.Context, ref, hash string, opts Options) (string, error) {
+	_, tag, err := opts.tag(ref, hash)
+	if err != nil {
+		return "", err
+	}
+	desc, err := remote.Get(tag, opts.remote(ctx)...)
+	if err != nil {
+		return "", fmt.Errorf("looking up %s: %w", tag, err)
+	}
+	var man v1.Manifest
+	if err := json.Unmarshal(desc.Manifest, &man); err != nil {
+		return "", fmt.Errorf("looking up %s: manifest: %w", tag, err)
+	}
+	if len(man.Layers) != 1 {
+		return "", &ArtifactError{Ref: tag.String(), Detail: fmt.Sprintf("%d layers, want 1", len(man.Layers))}
+	}
+	return man.Layers[0].Digest.String(), nil
 }

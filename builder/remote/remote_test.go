@@ -1,0 +1,254 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/remote"
+	"github.com/tritonbuild/tritonbuild/images/imagestest"
+)
+
+// world is a recipe dir with a real CMake library and a program using it.
+type world struct {
+	t       *testing.T
+	recipes string
+}
+
+func newWorld(t *testing.T) *world {
+	imagestest.NeedTools(t, "cmake", "ninja", "cc")
+	demo, _ := filepath.Abs("testdata/demo")
+	dir := t.TempDir()
+	for _, name := range []string{"demo", "user"} {
+		data, err := os.ReadFile("testdata/recipes/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := strings.ReplaceAll(string(data), "{{DEMODIR}}", demo)
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &world{t: t, recipes: dir}
+}
+
+func (w *world) plan(store *builder.Store) *builder.Plan {
+	w.t.Helper()
+	set, err := builder.LoadRecipes(builder.OSRecipeDir(w.recipes))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p, err := builder.MakePlan(context.Background(), set, builder.PlanOptions{
+		Settings: builder.Settings{Targets: []string{"user"}}, Store: store, HostCompiler: "test-cc"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+func (w *world) build(store *builder.Store, p *builder.Plan) {
+	w.t.Helper()
+	var log bytes.Buffer
+	e := &builder.Executor{Store: store, Out: &log, Jobs: 2}
+	if err := e.Run(context.Background(), p, p.Nodes); err != nil {
+		w.t.Fatalf("%v\n%s", err, log.String())
+	}
+}
+
+func statuses(p *builder.Plan) map[string]builder.Status {
+	out := map[string]builder.Status{}
+	for _, n := range p.Nodes {
+		out[n.Name] = n.Status
+	}
+	return out
+}
+
+// TestIntegrationRegistryRoundTrip builds two nodes, pushes them to a real
+// registry, empties the store and hydrates it from the registry instead of
+// building; then a store elsewhere does not take trees built for another
+// root, and a tampered blob is refused without touching the store.
+func TestIntegrationRegistryRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	reg := imagestest.StartRegistry(t)
+	ref := reg.Ref("team/tritonbuild-cache")
+	ctx := context.Background()
+	opts := remote.PlanOptions{Options: remote.Options{Insecure: true}}
+
+	root := filepath.Join(t.TempDir(), "store")
+	a, err := builder.OpenStore(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := w.plan(a)
+	w.build(a, pa)
+	n, err := remote.PushPlan(ctx, a, pa.Nodes, ref, opts)
+	if err != nil || n != 2 {
+		t.Fatalf("pushed %d, %v; want 2 nodes", n, err)
+	}
+	if n, err := remote.PushPlan(ctx, a, pa.Nodes, ref, opts); err != nil || n != 0 {
+		t.Fatalf("second push uploaded %d, %v; want nothing", n, err)
+	}
+	for _, node := range pa.Nodes {
+		ok, err := remote.Has(ctx, ref, node.Hash, opts.Options)
+		if err != nil || !ok {
+			t.Fatalf("Has(%s) = %v, %v", node.Name, ok, err)
+		}
+	}
+	if ok, err := remote.Has(ctx, ref, strings.Repeat("0", 64), opts.Options); err != nil || ok {
+		t.Fatalf("Has(unknown) = %v, %v; want false, nil", ok, err)
+	}
+	wantDigest := map[string]string{}
+	for _, node := range pa.Nodes {
+		m, err := a.Manifest(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDigest[node.Name] = m.Digest
+	}
+
+	// The same root, emptied: plan, mark, pull, nothing built.
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	b, err := builder.OpenStore(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := w.plan(b)
+	for name, s := range statuses(pb) {
+		if s != builder.StatusBuild {
+			t.Fatalf("%s is %s in an empty store", name, s)
+		}
+	}
+	if n, err := remote.Mark(ctx, pb, b, ref, opts); err != nil || n != 2 {
+		t.Fatalf("Mark = %d, %v; want 2", n, err)
+	}
+	for name, s := range statuses(pb) {
+		if s != builder.StatusRemote {
+			t.Errorf("%s is %s, want %s", name, s, builder.StatusRemote)
+		}
+	}
+	if err := remote.PullPlan(ctx, b, pb.Nodes, ref, opts); err != nil {
+		t.Fatal(err)
+	}
+	w.build(b, pb) // must find nothing to do
+	if work, _ := os.ReadDir(filepath.Join(root, "work")); len(work) != 0 {
+		t.Errorf("a pulled plan built something: work dirs %v", work)
+	}
+	for _, node := range pb.Nodes {
+		if node.Status != builder.StatusCached {
+			t.Errorf("%s: status %s after pull", node.Name, node.Status)
+		}
+		m, err := b.Manifest(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Digest != wantDigest[node.Name] {
+			t.Errorf("%s: pulled digest %s, built %s", node.Name, m.Digest, wantDigest[node.Name])
+		}
+	}
+	out, err := exec.Command(filepath.Join(b.TreeDir(pb.Node("user")), "bin", "user")).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "answer 42" {
+		t.Fatalf("pulled program printed %q, %v", out, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(b.TreeDir(pb.Node("demo")), "lib", "libdemo.so")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("libdemo.so symlink not restored: %v %v", fi, err)
+	}
+
+	// A store at another root must not take these trees: their rpaths
+	// name the first root.
+	other, err := builder.OpenStore(filepath.Join(t.TempDir(), "elsewhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := w.plan(other)
+	if n, err := remote.Mark(ctx, po, other, ref, opts); err != nil || n != 0 {
+		t.Fatalf("Mark for another root = %d, %v; want 0", n, err)
+	}
+	if r := po.Node("demo").Reason; !strings.Contains(r, root) {
+		t.Errorf("reason %q does not name the root the trees were built for", r)
+	}
+
+	// Tamper with the demo tree's layer in the registry's storage: the
+	// pull is refused and nothing enters the store.
+	demo := pb.Node("demo")
+	layer := layerBlobPath(t, reg, ref, demo.Hash)
+	data, err := os.ReadFile(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(layer, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := builder.OpenStore(filepath.Join(t.TempDir(), "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(c.Root, "staging", "pull-demo")
+	_, err = remote.Pull(ctx, ref, demo.Hash, dest, opts.Options)
+	var de *remote.DigestError
+	if !errors.As(err, &de) {
+		t.Fatalf("pull of a tampered blob: %v, want a *remote.DigestError", err)
+	}
+	if !strings.Contains(err.Error(), "tampered") {
+		t.Errorf("error %q does not say what happened", err)
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("tampered pull left %s behind: %v", dest, err)
+	}
+	// Through the plan: the node is refused, the store stays empty.
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := builder.OpenStore(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := w.plan(d)
+	if _, err := remote.Mark(ctx, pd, d, ref, opts); err != nil {
+		t.Fatal(err)
+	}
+	err = remote.PullPlan(ctx, d, pd.Nodes, ref, opts)
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "demo") {
+		t.Fatalf("PullPlan with a tampered layer: %v", err)
+	}
+	if nodes, _ := os.ReadDir(filepath.Join(root, "nodes")); len(nodes) != 0 {
+		t.Errorf("store holds %d nodes after a refused pull", len(nodes))
+	}
+	if staged, _ := os.ReadDir(filepath.Join(root, "staging")); len(staged) != 0 {
+		t.Errorf("staging not cleaned: %v", staged)
+	}
+	// BuildOnFailure turns the refused node back into a build.
+	opts.BuildOnFailure = true
+	pe := w.plan(d)
+	remote.Mark(ctx, pe, d, ref, opts)
+	if err := remote.PullPlan(ctx, d, pe.Nodes, ref, opts); err != nil {
+		t.Fatal(err)
+	}
+	if s := pe.Node("demo").Status; s != builder.StatusBuild {
+		t.Errorf("refused demo is %s, want build", s)
+	}
+}
+
+// layerBlobPath finds the tree layer's data file in the registry's
+// filesystem storage.
+func layerBlobPath(t *testing.T, reg *imagestest.Registry, ref, hash string) string {
+	t.Helper()
+	ann, err := remote.Lookup(context.Background(), ref, hash, remote.Options{Insecure: true})
+	if err != nil || ann == nil {
+		t.Fatalf("lookup: %v %v", ann, err)
+	}
+	digest, err := remote.LayerDigest(context.Background(), ref, hash, remote.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hex := strings.TrimPrefix(digest, "sha256:")
+	return filepath.Join(reg.Root, "docker", "registry", "v2", "blobs", "sha256", hex[:2], hex, "data")
+}

@@ -1,0 +1,2 @@
+#include "demo.h"
+int demo_answer(void) { return 42; }
