@@ -43,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,7 @@ type options struct {
 	delayUs     int
 	maxBatch    int
 	computeRuns int
+	cpuProfile  string
 }
 
 func main() {
@@ -82,6 +84,7 @@ func main() {
 	flag.IntVar(&o.delayUs, "delay-us", 0, "dynamic batching max_queue_delay_microseconds")
 	flag.IntVar(&o.maxBatch, "max-batch", 32, "max_batch_size")
 	flag.IntVar(&o.computeRuns, "compute-runs", 20000, "direct Execute calls for the compute figure")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
@@ -361,6 +364,17 @@ func run(o options) error {
 			return err
 		}
 	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	for r := 0; r < o.rounds; r++ {
 		order := slices.Clone(targets)
 		if r%2 == 1 {
@@ -400,8 +414,9 @@ func run(o options) error {
 		}
 	}
 	if st.ExecutionCount > 0 {
-		fmt.Printf("\ndynamic batching: %d inferences in %d executions (%.1f rows per execution)\n",
-			st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount))
+		fmt.Printf("\nscheduler: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
+			st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
+			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
 	}
 	return nil
 }

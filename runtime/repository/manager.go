@@ -14,6 +14,7 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -367,7 +368,7 @@ func (m *Manager) Versions(name string) (vs []VersionStatus, reason string, ok b
 	for v, ve := range e.versions {
 		vs = append(vs, VersionStatus{Version: v, State: ve.state, Reason: ve.reason})
 	}
-	slices.SortFunc(vs, func(a, b VersionStatus) int { return int(a.Version - b.Version) })
+	slices.SortFunc(vs, func(a, b VersionStatus) int { return cmp.Compare(a.Version, b.Version) })
 	return vs, e.reason, true
 }
 
@@ -409,7 +410,7 @@ func (m *Manager) Models() []*Model {
 			}
 			return 1
 		}
-		return int(a.Version - b.Version)
+		return cmp.Compare(a.Version, b.Version)
 	})
 	return out
 }
@@ -453,7 +454,7 @@ func (m *Manager) Index(readyOnly bool) []IndexEntry {
 		}
 		av, _ := strconv.ParseInt(a.Version, 10, 64)
 		bv, _ := strconv.ParseInt(b.Version, 10, 64)
-		return int(av - bv)
+		return cmp.Compare(av, bv)
 	})
 	return out
 }
