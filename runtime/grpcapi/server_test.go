@@ -1,0 +1,559 @@
+package grpcapi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+const (
+	linearModel = `
+backend: "fake"
+max_batch_size: 8
+version_policy { all {} }
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+`
+	identModel = `
+backend: "fake"
+max_batch_size: 0
+input [
+  { name: "S" data_type: TYPE_STRING dims: [-1] },
+  { name: "I" data_type: TYPE_INT32 dims: [2, 2] },
+  { name: "B" data_type: TYPE_BOOL dims: [2] },
+  { name: "D" data_type: TYPE_FP64 dims: [1] },
+  { name: "U" data_type: TYPE_UINT8 dims: [3] },
+  { name: "L" data_type: TYPE_INT64 dims: [1] }
+]
+output [
+  { name: "S_OUT" data_type: TYPE_STRING dims: [-1] },
+  { name: "I_OUT" data_type: TYPE_INT32 dims: [2, 2] },
+  { name: "B_OUT" data_type: TYPE_BOOL dims: [2] },
+  { name: "D_OUT" data_type: TYPE_FP64 dims: [1] },
+  { name: "U_OUT" data_type: TYPE_UINT8 dims: [3] },
+  { name: "L_OUT" data_type: TYPE_INT64 dims: [1] }
+]
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`
+	brokenModel = `
+backend: "fake"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+parameters { key: "fake_fail" value { string_value: "load" } }
+`
+)
+
+func writeModel(t testing.TB, root, name, cfg string, versions ...string) {
+	t.Helper()
+	for _, v := range versions {
+		if err := os.MkdirAll(filepath.Join(root, name, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordingControl is a ModelControl over the manager that records the
+// config overrides it was given (the manager's own Load takes none).
+type recordingControl struct {
+	mgr     *repository.Manager
+	mu      sync.Mutex
+	configs map[string][]byte
+}
+
+func (c *recordingControl) Load(ctx context.Context, name string, config []byte) error {
+	c.mu.Lock()
+	c.configs[name] = config
+	c.mu.Unlock()
+	return c.mgr.Load(ctx, name)
+}
+
+func (c *recordingControl) Unload(ctx context.Context, name string) error {
+	return c.mgr.Unload(ctx, name)
+}
+
+type env struct {
+	mgr    *repository.Manager
+	client pb.GRPCInferenceServiceClient
+	health healthpb.HealthClient
+	srv    *Server
+	ctl    *recordingControl
+}
+
+// newEnv serves a repository with the fake backend over a real loopback
+// listener and returns a client generated from the same .proto.
+func newEnv(t testing.TB, models map[string]string) *env {
+	t.Helper()
+	root := t.TempDir()
+	for name, cfg := range models {
+		writeModel(t, root, name, cfg, "1", "2")
+	}
+	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()}, StrictModelConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = mgr.LoadAll(context.Background()) // the broken model fails on purpose
+	ctl := &recordingControl{mgr: mgr, configs: map[string][]byte{}}
+	srv := New(Options{Manager: mgr, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, Control: ctl})
+	g := srv.NewGRPCServer()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+		_ = mgr.Close(context.Background())
+	})
+	return &env{mgr: mgr, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, ctl: ctl}
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func bytesF32(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func rows(n int, base float32) []float32 {
+	x := make([]float32, 4*n)
+	for i := range x {
+		x[i] = base + float32(i)/2
+	}
+	return x
+}
+
+func linearRequest(id string, x []float32, raw bool) *pb.ModelInferRequest {
+	in := &pb.ModelInferRequest_InferInputTensor{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{int64(len(x) / 4), 4}}
+	r := &pb.ModelInferRequest{ModelName: "linear", Id: id, Inputs: []*pb.ModelInferRequest_InferInputTensor{in}}
+	if raw {
+		r.RawInputContents = [][]byte{f32bytes(x)}
+	} else {
+		in.Contents = &pb.InferTensorContents{Fp32Contents: x}
+	}
+	return r
+}
+
+func wantCode(t *testing.T, err error, code codes.Code) {
+	t.Helper()
+	if got := grpcstatus.Code(err); got != code {
+		t.Fatalf("got code %v (%v), want %v", got, err, code)
+	}
+}
+
+func TestHealthAndMetadata(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel})
+	ctx := context.Background()
+	live, err := e.client.ServerLive(ctx, &pb.ServerLiveRequest{})
+	if err != nil || !live.Live {
+		t.Fatalf("ServerLive = %v, %v", live, err)
+	}
+	ready, err := e.client.ServerReady(ctx, &pb.ServerReadyRequest{})
+	if err != nil || !ready.Ready {
+		t.Fatalf("ServerReady = %v, %v", ready, err)
+	}
+	md, err := e.client.ServerMetadata(ctx, &pb.ServerMetadataRequest{})
+	if err != nil || md.Name != "test-id" || md.Version != "9.9" || !slices.Equal(md.Extensions, []string{"statistics"}) {
+		t.Fatalf("ServerMetadata = %v, %v", md, err)
+	}
+	for _, c := range []struct {
+		name, version string
+		ready         bool
+	}{{"linear", "", true}, {"linear", "2", true}, {"linear", "3", false}, {"nope", "", false}, {"linear", "x", false}} {
+		r, err := e.client.ModelReady(ctx, &pb.ModelReadyRequest{Name: c.name, Version: c.version})
+		if err != nil || r.Ready != c.ready {
+			t.Errorf("ModelReady(%s, %q) = %v, %v; want %v", c.name, c.version, r, err, c.ready)
+		}
+	}
+	mm, err := e.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "linear"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mm.Name != "linear" || !slices.Equal(mm.Versions, []string{"1", "2"}) || len(mm.Inputs) != 1 ||
+		mm.Inputs[0].Datatype != "FP32" || !slices.Equal(mm.Inputs[0].Shape, []int64{-1, 4}) || !slices.Equal(mm.Outputs[0].Shape, []int64{-1, 3}) {
+		t.Fatalf("ModelMetadata = %v", mm)
+	}
+	mm, err = e.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "linear", Version: "1"})
+	if err != nil || !slices.Equal(mm.Versions, []string{"1"}) {
+		t.Fatalf("ModelMetadata(version 1) = %v, %v", mm, err)
+	}
+	_, err = e.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "nope"})
+	wantCode(t, err, codes.NotFound)
+	_, err = e.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "linear", Version: "-3"})
+	wantCode(t, err, codes.InvalidArgument)
+
+	cfg, err := e.client.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "linear"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.GetName() != "linear" || cfg.Config.GetMaxBatchSize() != 8 || cfg.Config.GetInput()[0].GetDataType() != pb.DataType_TYPE_FP32 {
+		t.Fatalf("ModelConfig = %v", cfg.Config)
+	}
+	_, err = e.client.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "nope"})
+	wantCode(t, err, codes.NotFound)
+
+	h, err := e.health.Check(ctx, &healthpb.HealthCheckRequest{Service: "inference.GRPCInferenceService"})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health = %v, %v", h, err)
+	}
+	e.srv.Shutdown()
+	h, err = e.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health after Shutdown = %v, %v", h, err)
+	}
+}
+
+func TestInferTypedAndRawAgree(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel})
+	ctx := context.Background()
+	x := rows(3, -1.5)
+	want := fake.Linear(x, 4, 3)
+	var outs [][]byte
+	for _, raw := range []bool{false, true} {
+		resp, err := e.client.ModelInfer(ctx, linearRequest("req-7", x, raw))
+		if err != nil {
+			t.Fatalf("raw=%v: %v", raw, err)
+		}
+		if resp.ModelName != "linear" || resp.ModelVersion != "2" || resp.Id != "req-7" || len(resp.Outputs) != 1 || len(resp.RawOutputContents) != 1 {
+			t.Fatalf("raw=%v: response %v", raw, resp)
+		}
+		o := resp.Outputs[0]
+		if o.Name != "OUTPUT__0" || o.Datatype != "FP32" || !slices.Equal(o.Shape, []int64{3, 3}) {
+			t.Fatalf("raw=%v: output %v", raw, o)
+		}
+		if got := bytesF32(resp.RawOutputContents[0]); !slices.Equal(got, want) {
+			t.Fatalf("raw=%v: got %v, want %v", raw, got, want)
+		}
+		outs = append(outs, resp.RawOutputContents[0])
+	}
+	if string(outs[0]) != string(outs[1]) {
+		t.Fatal("typed and raw contents gave different outputs")
+	}
+	// A specific version and an explicitly requested output.
+	r := linearRequest("", x[:4], true)
+	r.ModelVersion = "1"
+	r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT__0"}}
+	resp, err := e.client.ModelInfer(ctx, r)
+	if err != nil || resp.ModelVersion != "1" || !slices.Equal(bytesF32(resp.RawOutputContents[0]), want[:3]) {
+		t.Fatalf("version 1: %v, %v", resp, err)
+	}
+}
+
+func TestInferAllTypesTypedAndRaw(t *testing.T) {
+	e := newEnv(t, map[string]string{"ident": identModel})
+	ctx := context.Background()
+	typed := &pb.ModelInferRequest{ModelName: "ident", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+		{Name: "S", Datatype: "BYTES", Shape: []int64{3}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("a"), {}, []byte("héllo\x00")}}},
+		{Name: "I", Datatype: "INT32", Shape: []int64{2, 2}, Contents: &pb.InferTensorContents{IntContents: []int32{1, -2, math.MaxInt32, math.MinInt32}}},
+		{Name: "B", Datatype: "BOOL", Shape: []int64{2}, Contents: &pb.InferTensorContents{BoolContents: []bool{true, false}}},
+		{Name: "D", Datatype: "FP64", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp64Contents: []float64{math.Pi}}},
+		{Name: "U", Datatype: "UINT8", Shape: []int64{3}, Contents: &pb.InferTensorContents{UintContents: []uint32{0, 7, 255}}},
+		{Name: "L", Datatype: "INT64", Shape: []int64{1}, Contents: &pb.InferTensorContents{Int64Contents: []int64{math.MinInt64}}},
+	}}
+	tr, err := e.client.ModelInfer(ctx, typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same request in raw form, built from the typed response's raw
+	// outputs (identity model: output i == input i).
+	raw := &pb.ModelInferRequest{ModelName: "ident", RawInputContents: tr.RawOutputContents}
+	for _, in := range typed.Inputs {
+		raw.Inputs = append(raw.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape})
+	}
+	rr, err := e.client.ModelInfer(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(tr, rr) {
+		t.Fatalf("typed and raw responses differ:\n%v\n%v", tr, rr)
+	}
+	wantRaw := map[string][]byte{
+		"S_OUT": {1, 0, 0, 0, 'a', 0, 0, 0, 0, 7, 0, 0, 0, 'h', 0xc3, 0xa9, 'l', 'l', 'o', 0},
+		"B_OUT": {1, 0},
+		"U_OUT": {0, 7, 255},
+	}
+	for i, o := range tr.Outputs {
+		if w, ok := wantRaw[o.Name]; ok && string(tr.RawOutputContents[i]) != string(w) {
+			t.Errorf("%s = %v, want %v", o.Name, tr.RawOutputContents[i], w)
+		}
+		if o.Name == "I_OUT" {
+			b := tr.RawOutputContents[i]
+			if int32(binary.LittleEndian.Uint32(b[8:])) != math.MaxInt32 || int32(binary.LittleEndian.Uint32(b[12:])) != math.MinInt32 {
+				t.Errorf("I_OUT = %v", b)
+			}
+		}
+		if o.Name == "D_OUT" && math.Float64frombits(binary.LittleEndian.Uint64(tr.RawOutputContents[i])) != math.Pi {
+			t.Errorf("D_OUT = %v", tr.RawOutputContents[i])
+		}
+	}
+}
+
+func TestInferErrors(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel, "broken": brokenModel})
+	ctx := context.Background()
+	x := rows(1, 0)
+	mut := func(f func(r *pb.ModelInferRequest)) *pb.ModelInferRequest {
+		r := linearRequest("", x, false)
+		f(r)
+		return r
+	}
+	cases := []struct {
+		name string
+		req  *pb.ModelInferRequest
+		code codes.Code
+	}{
+		{"unknown model", mut(func(r *pb.ModelInferRequest) { r.ModelName = "nope" }), codes.NotFound},
+		{"no model name", mut(func(r *pb.ModelInferRequest) { r.ModelName = "" }), codes.InvalidArgument},
+		{"unknown version", mut(func(r *pb.ModelInferRequest) { r.ModelVersion = "7" }), codes.NotFound},
+		{"model failed to load", mut(func(r *pb.ModelInferRequest) { r.ModelName = "broken" }), codes.Unavailable},
+		{"wrong datatype", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "INT32" }), codes.InvalidArgument},
+		{"bad datatype", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "FLOAT" }), codes.InvalidArgument},
+		{"wrong shape", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Shape = []int64{1, 5} }), codes.InvalidArgument},
+		{"too few elements", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Contents.Fp32Contents = x[:3] }), codes.InvalidArgument},
+		{"contents of another type", mut(func(r *pb.ModelInferRequest) {
+			r.Inputs[0].Contents = &pb.InferTensorContents{IntContents: []int32{1, 2, 3, 4}}
+		}), codes.InvalidArgument},
+		{"typed and raw", mut(func(r *pb.ModelInferRequest) { r.RawInputContents = [][]byte{f32bytes(x)} }), codes.InvalidArgument},
+		{"raw count", mut(func(r *pb.ModelInferRequest) {
+			r.Inputs[0].Contents = nil
+			r.RawInputContents = [][]byte{f32bytes(x), f32bytes(x)}
+		}), codes.InvalidArgument},
+		{"raw size", mut(func(r *pb.ModelInferRequest) {
+			r.Inputs[0].Contents = nil
+			r.RawInputContents = [][]byte{f32bytes(x)[:15]}
+		}), codes.InvalidArgument},
+		{"batch too large", mut(func(r *pb.ModelInferRequest) {
+			r.Inputs[0].Shape = []int64{9, 4}
+			r.Inputs[0].Contents.Fp32Contents = rows(9, 0)
+		}), codes.InvalidArgument},
+		{"unknown output", mut(func(r *pb.ModelInferRequest) {
+			r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "NOPE"}}
+		}), codes.InvalidArgument},
+		{"classification", mut(func(r *pb.ModelInferRequest) {
+			r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT__0",
+				Parameters: map[string]*pb.InferParameter{"classification": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 2}}}}}
+		}), codes.Unimplemented},
+		{"backend error", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Contents.Fp32Contents = []float32{fake.FailValue, 0, 0, 0} }), codes.Internal},
+		{"int out of range", &pb.ModelInferRequest{ModelName: "ident", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "U", Datatype: "UINT8", Shape: []int64{3}, Contents: &pb.InferTensorContents{UintContents: []uint32{0, 256, 1}}}}}, codes.InvalidArgument},
+		{"fp16 typed", &pb.ModelInferRequest{ModelName: "ident", Inputs: []*pb.ModelInferRequest_InferInputTensor{
+			{Name: "U", Datatype: "FP16", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{1}}}}}, codes.InvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := e.client.ModelInfer(ctx, c.req)
+			wantCode(t, err, c.code)
+		})
+	}
+	// Requests that reached a model and failed count as failures there.
+	st, err := e.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "linear", Version: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := st.ModelStats[0].InferenceStats.Fail.Count; f < 9 {
+		t.Fatalf("fail count %d, want at least 9", f)
+	}
+}
+
+func TestStreamInfer(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := e.client.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	want := map[string][]float32{}
+	go func() {
+		for i := 0; i < n; i++ {
+			x := rows(1+i%4, float32(i))
+			id := fmt.Sprint("s", i)
+			req := linearRequest(id, x, i%2 == 0)
+			if i == 17 {
+				req.Inputs[0].Shape = []int64{1, 5} // fails in band
+			}
+			if err := stream.Send(req); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = stream.CloseSend()
+	}()
+	for i := 0; i < n; i++ {
+		want[fmt.Sprint("s", i)] = fake.Linear(rows(1+i%4, float32(i)), 4, 3)
+	}
+	got := 0
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got++
+		id := resp.InferResponse.GetId()
+		if id == "s17" {
+			if resp.ErrorMessage == "" {
+				t.Errorf("s17 should fail in band")
+			}
+			continue
+		}
+		if resp.ErrorMessage != "" {
+			t.Errorf("%s: %s", id, resp.ErrorMessage)
+			continue
+		}
+		if out := bytesF32(resp.InferResponse.RawOutputContents[0]); !slices.Equal(out, want[id]) {
+			t.Errorf("%s: got %v, want %v", id, out, want[id])
+		}
+	}
+	if got != n {
+		t.Fatalf("got %d responses, want %d", got, n)
+	}
+}
+
+func TestStatisticsAndIndex(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel, "broken": brokenModel})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(2, 1), true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := e.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "linear"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.ModelStats) != 2 {
+		t.Fatalf("want stats for 2 versions, got %v", st)
+	}
+	v2 := st.ModelStats[1]
+	is := v2.InferenceStats
+	if v2.Version != "2" || v2.InferenceCount != 6 || v2.ExecutionCount != 3 || v2.LastInference == 0 ||
+		is.Success.Count != 3 || is.Success.Ns == 0 || is.Queue.Count != 3 || is.ComputeInfer.Count != 3 || is.ComputeOutput.Count != 3 {
+		t.Fatalf("stats = %v", v2)
+	}
+	if len(v2.BatchStats) != 1 || v2.BatchStats[0].BatchSize != 2 || v2.BatchStats[0].ComputeInfer.Count != 3 {
+		t.Fatalf("batch stats = %v", v2.BatchStats)
+	}
+	if st.ModelStats[0].InferenceCount != 0 {
+		t.Fatalf("version 1 ran nothing: %v", st.ModelStats[0])
+	}
+	all, err := e.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{})
+	if err != nil || len(all.ModelStats) != 2 {
+		t.Fatalf("all stats: %v, %v", all, err)
+	}
+	_, err = e.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "nope"})
+	wantCode(t, err, codes.NotFound)
+
+	idx, err := e.client.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rowsSeen []string
+	for _, m := range idx.Models {
+		rowsSeen = append(rowsSeen, m.Name+"/"+m.Version+"/"+m.State)
+		if m.Name == "broken" && m.Reason == "" {
+			t.Errorf("broken model without a reason: %v", m)
+		}
+	}
+	// broken has the default policy (latest 1); linear serves all versions.
+	want := []string{"broken/2/UNAVAILABLE", "linear/1/READY", "linear/2/READY"}
+	if !slices.Equal(rowsSeen, want) {
+		t.Fatalf("index = %v, want %v", rowsSeen, want)
+	}
+	idx, err = e.client.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{Ready: true})
+	if err != nil || len(idx.Models) != 2 {
+		t.Fatalf("ready index = %v, %v", idx, err)
+	}
+}
+
+func TestLoadUnload(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel})
+	ctx := context.Background()
+	if _, err := e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{ModelName: "linear"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.client.ModelInfer(ctx, linearRequest("", rows(1, 0), true))
+	wantCode(t, err, codes.Unavailable)
+	r, _ := e.client.ModelReady(ctx, &pb.ModelReadyRequest{Name: "linear"})
+	if r.Ready {
+		t.Fatal("unloaded model is ready")
+	}
+	cfg := `{"max_batch_size": 8}`
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: cfg}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.ctl.configs["linear"]) != cfg {
+		t.Fatalf("config override %q not passed on", e.ctl.configs["linear"])
+	}
+	if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(1, 0), true)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "nope"})
+	wantCode(t, err, codes.NotFound)
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"file:1/model.pt": {ParameterChoice: &pb.ModelRepositoryParameter_BytesParam{BytesParam: []byte{1}}}}})
+	wantCode(t, err, codes.Unimplemented)
+	_, err = e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{})
+	wantCode(t, err, codes.InvalidArgument)
+
+	// Without a ModelControl (model control mode none) both are refused.
+	e.srv.opts.Control = nil
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear"})
+	wantCode(t, err, codes.Unavailable)
+	_, err = e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{ModelName: "linear"})
+	wantCode(t, err, codes.Unavailable)
+}
+
+func TestSharedMemoryAndTraceUnimplemented(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": linearModel})
+	ctx := context.Background()
+	_, err := e.client.SystemSharedMemoryStatus(ctx, &pb.SystemSharedMemoryStatusRequest{})
+	wantCode(t, err, codes.Unimplemented)
+	_, err = e.client.CudaSharedMemoryRegister(ctx, &pb.CudaSharedMemoryRegisterRequest{})
+	wantCode(t, err, codes.Unimplemented)
+	_, err = e.client.Trace(ctx, &pb.TraceRequest{})
+	wantCode(t, err, codes.Unimplemented)
+}
