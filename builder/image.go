@@ -88,7 +88,16 @@ func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) 
 				return nil, fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
 			}
 		} else {
+			// The newest pinned release date in the closure, externals
+			// included: never the clock.
+			var newest int64
+			for _, n := range plan.Closure(req.Target) {
+				newest = max(newest, n.Ver.Epoch)
+			}
 			epoch = images.DefaultEpoch(trees)
+			if t := time.Unix(newest, 0).UTC(); t.After(epoch) {
+				epoch = t
+			}
 		}
 	}
 	key, err := imageKey(trees, req, epoch)
@@ -130,6 +139,14 @@ func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) 
 		Revision:        plan.Node(req.Target).Hash,
 		CacheDir:        filepath.Join(p.Store.Root, "images", "layers"),
 		Progress:        req.Progress,
+	}
+	if req.Python {
+		// The python backend runs model.py with the distribution's
+		// interpreter (its default /usr/bin/python3); carry it with
+		// numpy and torch.
+		if opts.HostPaths, err = images.PythonHostPaths(images.PythonOptions{}); err != nil {
+			return nil, err
+		}
 	}
 	asm, err := images.Assemble(ctx, opts)
 	if err != nil {
