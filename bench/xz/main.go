@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/extract"
@@ -62,6 +63,10 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 	}
 	fmt.Printf("file %s (%d bytes), GOMAXPROCS %d, %d rounds, mode %s\n",
 		archive, st.Size(), runtime.GOMAXPROCS(0), rounds, map[bool]string{true: "decode", false: "extract"}[decodeOnly])
+	// Other work on the machine skews the comparison (the peer runs as
+	// three threads in two processes, ours as GOMAXPROCS threads), so the
+	// load is printed with the figures.
+	fmt.Printf("load average at the start: %s\n", loadavg())
 
 	ours := func(dest string) error {
 		if decodeOnly {
@@ -127,6 +132,7 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 	if decodeOnly {
 		peerName = "xz -T0 -dc >/dev/null"
 	}
+	fmt.Printf("load average at the end: %s\n", loadavg())
 	fmt.Printf("median tritonbuild %.2fs, %s %.2fs, ratio %.2fx (below 1 is faster)\n",
 		mo.Seconds(), peerName, mp.Seconds(), mo.Seconds()/mp.Seconds())
 	return nil
@@ -149,6 +155,18 @@ func decodeOurs(ctx context.Context, archive string) error {
 	defer r.Close()
 	_, err = io.Copy(io.Discard, r)
 	return err
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -28,7 +28,9 @@ type Options struct {
 	Workers int
 	// Window is the number of blocks that may be decoded or waiting to be
 	// read at once, which bounds memory to about Window times the block
-	// size. 0 means Workers+2; values below Workers are raised to Workers.
+	// size. 0 means 2*Workers+2, enough to let the decoders run ahead
+	// while the consumer works through a block of many small files;
+	// values below Workers are raised to Workers.
 	Window int
 	// MaxBlockSize is the largest block (uncompressed bytes) decoded in
 	// parallel; files with larger blocks are refused with a
@@ -144,7 +146,7 @@ func NewReader(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*R
 	workers := opts.workers()
 	window := opts.Window
 	if window <= 0 {
-		window = workers + 2
+		window = 2*workers + 2
 	}
 	if window < workers {
 		window = workers
