@@ -161,7 +161,9 @@ func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup) error {
 	return nil
 }
 
-// Infer queues req and waits for its response. The returned error is a
+// Infer queues req and waits for its response. Frontends validate req
+// against the model first (repository.Model.Validate); Infer itself only
+// checks the batch dimension. The returned error is a
 // *backend.Error (or the context's error) when the request was rejected or
 // failed; otherwise the response's own Err is nil.
 func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.Response, error) {
