@@ -46,7 +46,14 @@ type brokerMsg struct {
 	Exit     int    `json:"exit,omitempty"`
 	OOM      bool   `json:"oom,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Remote marks a compile sent to a distcc host.
+	Remote bool `json:"remote,omitempty"`
 }
+
+// DefaultRemoteCompileBytes is the local memory of a compile that a distcc
+// host runs: the preprocessor (LLVM's largest preprocess to well under
+// 256 MiB) plus the client.
+const DefaultRemoteCompileBytes = 256 << 20
 
 // BrokerOptions configures StartBroker.
 type BrokerOptions struct {
@@ -70,6 +77,11 @@ type BrokerOptions struct {
 	// TrimPrefixes are removed from command keys (made absolute first), so
 	// that a file's history survives a new source or build directory.
 	TrimPrefixes []string
+	// RemoteCompileBytes is what a compile sent to a distcc host costs
+	// here (its preprocessing and the client); 0 means
+	// DefaultRemoteCompileBytes. Such compiles are not recorded in the
+	// stats: their local peak says nothing about the compile itself.
+	RemoteCompileBytes int64
 	// Logf receives one line per notable event (oversize grants, OOM
 	// reports); nil discards them.
 	Logf func(format string, args ...any)
@@ -86,7 +98,9 @@ type Counters struct {
 	// Abandoned counts leases whose connection dropped without a report.
 	Abandoned int64 `json:"abandoned"`
 	// OOMKills counts commands the launcher reported as OOM-killed.
-	OOMKills        int64         `json:"oom_kills"`
+	OOMKills int64 `json:"oom_kills"`
+	// Remote counts compiles granted as sent to distcc hosts.
+	Remote          int64         `json:"remote"`
 	PeakConcurrency int           `json:"peak_concurrency"`
 	PeakBytes       int64         `json:"peak_bytes"`
 	WaitTime        time.Duration `json:"wait_time_ns"`
@@ -117,6 +131,7 @@ type Broker struct {
 
 type waiter struct {
 	id       CommandID
+	remote   bool
 	need     int64
 	estimate string
 	queued   time.Time
@@ -131,6 +146,9 @@ func StartBroker(ctx context.Context, opts BrokerOptions) (*Broker, error) {
 	}
 	if opts.Margin == 0 {
 		opts.Margin = 1.15
+	}
+	if opts.RemoteCompileBytes <= 0 {
+		opts.RemoteCompileBytes = DefaultRemoteCompileBytes
 	}
 	if opts.Margin < 1 {
 		return nil, fmt.Errorf("starting memory broker: margin %v is below 1", opts.Margin)
@@ -285,6 +303,9 @@ func (b *Broker) dispatchLocked() {
 	for !b.closed && len(b.queue) > 0 {
 		w := b.queue[0]
 		w.need, w.estimate = b.estimateLocked(w.id)
+		if w.remote {
+			w.need, w.estimate = b.opts.RemoteCompileBytes, "remote compile: local preprocessing only"
+		}
 		oversize := w.need > b.budget
 		if b.running > 0 && (oversize || b.inUse+w.need > b.budget) {
 			return
@@ -298,6 +319,9 @@ func (b *Broker) dispatchLocked() {
 		b.inUse += w.need
 		b.running++
 		b.counters.Granted++
+		if w.remote {
+			b.counters.Remote++
+		}
 		wait := time.Since(w.queued)
 		if wait > time.Millisecond {
 			b.counters.Waited++
@@ -374,7 +398,7 @@ func (b *Broker) serve(conn net.Conn) {
 		return
 	}
 	id := CommandID{Kind: req.Kind, Key: b.normaliseKey(req.Key, req.Cwd)}
-	w := &waiter{id: id, queued: time.Now(), ready: make(chan struct{})}
+	w := &waiter{id: id, remote: req.Remote && req.Kind == KindCompile, queued: time.Now(), ready: make(chan struct{})}
 
 	// The next message is only read to notice a launcher that goes away
 	// while it waits; it must not arrive before the grant.
@@ -434,7 +458,9 @@ func (b *Broker) finish(w *waiter, enc *json.Encoder, readErr error, done *broke
 		b.mu.Unlock()
 		return
 	}
-	b.stats.Record(w.id, Sample{PeakRSS: done.PeakRSS, WallMS: done.WallMS}, done.OOM)
+	if !w.remote {
+		b.stats.Record(w.id, Sample{PeakRSS: done.PeakRSS, WallMS: done.WallMS}, done.OOM)
+	}
 	b.mu.Lock()
 	b.counters.Completed++
 	if done.OOM {

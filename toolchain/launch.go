@@ -48,7 +48,7 @@ func Launch(ctx context.Context, args []string, env []string) int {
 	var lease *brokerLease
 	if sock != "" && id.Kind != KindOther {
 		var err error
-		lease, err = acquire(ctx, sock, id)
+		lease, err = acquire(ctx, sock, id, id.Kind == KindCompile && sendsRemote(args, env))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "tritonbuild launch: %v; running %s without a memory grant\n", err, args[0])
 			lease = nil
@@ -183,7 +183,9 @@ type brokerLease struct {
 }
 
 // acquire asks the broker for a grant and blocks until it comes.
-func acquire(ctx context.Context, sock string, id CommandID) (*brokerLease, error) {
+// remote says the compile runs on a distcc host, so only its
+// preprocessing costs memory here.
+func acquire(ctx context.Context, sock string, id CommandID, remote bool) (*brokerLease, error) {
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	conn, err := d.DialContext(dctx, "unix", sock)
@@ -195,7 +197,7 @@ func acquire(ctx context.Context, sock string, id CommandID) (*brokerLease, erro
 	defer stop()
 	cwd, _ := os.Getwd()
 	l := &brokerLease{conn: conn, r: bufio.NewReaderSize(conn, maxLine)}
-	req := brokerMsg{Op: "acquire", Kind: id.Kind, Key: id.Key, Cwd: cwd, PID: os.Getpid()}
+	req := brokerMsg{Op: "acquire", Kind: id.Kind, Key: id.Key, Cwd: cwd, PID: os.Getpid(), Remote: remote}
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("asking the memory broker: %w", err)
