@@ -97,7 +97,7 @@ func needTools(t *testing.T, tools ...string) {
 // buildInWorkDir configures and builds the project copied to work/src in
 // work/build, as the builder lays a node out, with the builder's prefix
 // map and the launcher chain broker -> inner... -> cc.
-func buildInWorkDir(t *testing.T, exe, work string, inner []string, extraEnv []string, jobs int) {
+func buildInWorkDir(t *testing.T, exe, work string, inner []string, extraEnv []string, jobs int) toolchain.Counters {
 	t.Helper()
 	src, build := filepath.Join(work, "src"), filepath.Join(work, "build")
 	writeCProject(t, src, 12)
@@ -124,6 +124,7 @@ func buildInWorkDir(t *testing.T, exe, work string, inner []string, extraEnv []s
 		toolchain.Launcher{Exe: exe}.CMakeArgs(inner...)...)...)
 	run(work, "ninja", "-C", build, fmt.Sprintf("-j%d", jobs))
 	run(work, filepath.Join(build, "app"))
+	return b.Counters()
 }
 
 // TestIntegrationCcacheAcrossWorkDirs builds the same project in two work
