@@ -1,0 +1,39 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+func TestMapping(t *testing.T) {
+	cases := []struct {
+		err  error
+		http int
+		grpc codes.Code
+	}{
+		{backend.Errorf(backend.InvalidArg, "x"), 400, codes.InvalidArgument},
+		{backend.Errorf(backend.NotFound, "x"), 404, codes.NotFound},
+		{backend.Errorf(backend.Unavailable, "x"), 503, codes.Unavailable},
+		{backend.Errorf(backend.Unsupported, "x"), 501, codes.Unimplemented},
+		{backend.Errorf(backend.Internal, "x"), 500, codes.Internal},
+		{backend.Errorf(backend.AlreadyExists, "x"), 400, codes.AlreadyExists},
+		{fmt.Errorf("loading: %w", backend.Errorf(backend.NotFound, "x")), 404, codes.NotFound},
+		{context.Canceled, 503, codes.Unavailable},
+		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), 503, codes.Unavailable},
+		{errors.New("plain"), 500, codes.Internal},
+	}
+	for _, c := range cases {
+		if got := HTTPStatus(c.err); got != c.http {
+			t.Errorf("HTTPStatus(%v) = %d, want %d", c.err, got, c.http)
+		}
+		if got := GRPCCode(c.err); got != c.grpc {
+			t.Errorf("GRPCCode(%v) = %v, want %v", c.err, got, c.grpc)
+		}
+	}
+}
