@@ -47,6 +47,10 @@ type DoctorOptions struct {
 	// QueryPackages returns which of pkgs are installed; nil asks
 	// dpkg-query (and skips the package check where there is none).
 	QueryPackages func(ctx context.Context, pkgs []string) (map[string]bool, error)
+	// Distcc, when set, adds per-host checks: reachable, and compiling
+	// with the same compiler as Compiler ("" means cc) here.
+	Distcc   *DistccConfig
+	Compiler string
 }
 
 // Check is one line of the doctor report.
@@ -186,6 +190,9 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 				Detail: fmt.Sprintf("needs %s at %s, %s free", FormatBytes(n.DiskBytes), dir, FormatBytes(nc.DiskFree))},
 			Check{Name: "memory for " + n.Name, OK: nc.MemoryOK, Hard: true,
 				Detail: fmt.Sprintf("needs %s per job, %s usable; %s", FormatBytes(n.MemoryPerJob), FormatBytes(h.Memory.Usable), nc.Plan.Reason)})
+	}
+	if opts.Distcc != nil {
+		r.Checks = append(r.Checks, DistccChecks(ctx, *opts.Distcc, opts.Compiler)...)
 	}
 	return r, nil
 }
