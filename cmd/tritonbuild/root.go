@@ -41,6 +41,7 @@ assembles OCI images from them.`,
 	root.AddCommand(
 		newPlanCmd(g), newFetchCmd(g), newBuildCmd(g), newAllCmd(g), newInstallCmd(g),
 		newLogsCmd(g), newSchemaCmd(),
+		newNewCmd(),
 	)
 	addToolchainCommands(root, g)
 	addImageCommands(root, g)
