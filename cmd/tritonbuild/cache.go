@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tritonbuild/tritonbuild/builder/remote"
+)
+
+// addCacheCommands registers `cache push|pull REF [NAME...]`, which move
+// install trees between the store and a binary cache in an OCI registry.
+func addCacheCommands(root *cobra.Command, g *globals) {
+	cache := &cobra.Command{
+		Use:   "cache",
+		Short: "Share install trees through an OCI registry (binary cache tagged by node hash)",
+	}
+	var insecure bool
+	cache.PersistentFlags().BoolVar(&insecure, "insecure", false, "talk plain HTTP to the registry")
+	cache.AddCommand(&cobra.Command{
+		Use:   "push REF [NAME...]",
+		Short: "Upload the store's trees of NAMEs (default: the targets' closure) that REF does not hold",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(ctxOf(cmd), args[1:], nil)
+			if err != nil {
+				return err
+			}
+			opts := remote.PlanOptions{Options: remote.Options{Insecure: insecure}, Out: cmd.ErrOrStderr()}
+			n, err := remote.PushPlan(ctxOf(cmd), p.Store, plan.Nodes, args[0], opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "pushed %d tree(s) to %s\n", n, args[0])
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "pull REF [NAME...]",
+		Short: "Fill the store with the trees of NAMEs (default: the targets' closure) that REF holds, verified",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.open()
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(ctxOf(cmd), args[1:], nil)
+			if err != nil {
+				return err
+			}
+			opts := remote.PlanOptions{Options: remote.Options{Insecure: insecure}, Out: cmd.ErrOrStderr()}
+			marked, err := remote.Mark(ctxOf(cmd), plan, p.Store, args[0], opts)
+			if err != nil {
+				return err
+			}
+			if err := remote.PullPlan(ctxOf(cmd), p.Store, plan.Nodes, args[0], opts); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "pulled %d tree(s) from %s\n", marked, args[0])
+			return nil
+		},
+	})
+	root.AddCommand(cache)
+}
