@@ -9,28 +9,33 @@ import (
 )
 
 // inferRequest is the JSON part of an infer request. Data stays raw so that
-// decodeData can scan it without reflection.
+// decodeData can scan it without reflection. The json tags document the
+// wire names and let tests decode the same document with encoding/json.
 type inferRequest struct {
 	ID         string `json:"id"`
 	Parameters struct {
 		BinaryDataOutput bool `json:"binary_data_output"`
 	} `json:"parameters"`
-	Inputs []struct {
-		Name       string           `json:"name"`
-		Shape      []int64          `json:"shape"`
-		Datatype   backend.DataType `json:"datatype"`
-		Parameters struct {
-			BinaryDataSize *int64 `json:"binary_data_size"`
-		} `json:"parameters"`
-		Data json.RawMessage `json:"data"`
-	} `json:"inputs"`
-	Outputs []struct {
-		Name       string `json:"name"`
-		Parameters struct {
-			BinaryData     *bool `json:"binary_data"`
-			Classification *int  `json:"classification"`
-		} `json:"parameters"`
-	} `json:"outputs"`
+	Inputs  []inferInput  `json:"inputs"`
+	Outputs []inferOutput `json:"outputs"`
+}
+
+type inferInput struct {
+	Name       string           `json:"name"`
+	Shape      []int64          `json:"shape"`
+	Datatype   backend.DataType `json:"datatype"`
+	Parameters struct {
+		BinaryDataSize *int64 `json:"binary_data_size"`
+	} `json:"parameters"`
+	Data json.RawMessage `json:"data"`
+}
+
+type inferOutput struct {
+	Name       string `json:"name"`
+	Parameters struct {
+		BinaryData     *bool `json:"binary_data"`
+		Classification *int  `json:"classification"`
+	} `json:"parameters"`
 }
 
 // decodeRequest splits body into the JSON header and the binary tail (when
@@ -49,7 +54,7 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 		header, tail = body[:n], body[n:]
 	}
 	var ir inferRequest
-	if err := json.Unmarshal(header, &ir); err != nil {
+	if err := parseHeader(header, &ir); err != nil {
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
 	}
 	req := &backend.Request{Inputs: make([]backend.Tensor, len(ir.Inputs))}

@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
@@ -110,6 +114,66 @@ func FuzzDecodeData(f *testing.F) {
 		}
 		if _, ok := appendData(nil, &tensor); !ok {
 			t.Fatalf("decoded data does not render")
+		}
+	})
+}
+
+// FuzzHeaderMatchesEncodingJSON checks the hand-written header scanner
+// against encoding/json: it must reject what encoding/json rejects, and
+// where both accept, decode the same values. (Cases where encoding/json is
+// knowingly different are left out of the comparison: its case-insensitive
+// member names, repeated members, and invalid UTF-8.)
+func FuzzHeaderMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a\"b","parameters":{"binary_data_output":true,"x":[1,{"y":null}]},"inputs":[{"name":"I","shape":[2,3],"datatype":"FP32","parameters":{"binary_data_size":24}},{"name":"J","shape":[],"datatype":"BYTES","data":["x",["y"]]}],"outputs":[{"name":"O","parameters":{"binary_data":false,"classification":3}}]}`,
+		`{"inputs":[{"name":"I","shape":[1.5],"datatype":"FP32","data":[1]}]}`,
+		`{"inputs":[{"name":"I","shape":[-0],"data":[1e5,-2.5E-3]}]}`,
+		`{"id":"\u00e9\ud83d\ude00"}`,
+		`{"inputs":[{"name":"I","data":[01]}]}`,
+		`{"unknown":{"a":[true,false,null,"s",-1.0e+2]}} `,
+		`{"inputs":[]}x`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	keys := []string{`"id"`, `"parameters"`, `"binary_data_output"`, `"inputs"`, `"outputs"`, `"name"`, `"shape"`, `"datatype"`, `"binary_data_size"`, `"data"`, `"binary_data"`, `"classification"`}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var mine, ref inferRequest
+		errMine := parseHeader(b, &mine)
+		errRef := json.Unmarshal(b, &ref)
+		if errMine == nil && errRef != nil {
+			var ute *json.UnmarshalTypeError
+			if !errors.As(errRef, &ute) || !utf8.Valid(b) {
+				t.Fatalf("accepted %q, encoding/json says %v", b, errRef)
+			}
+			// Type mismatches in members the scanner skips are fine.
+			return
+		}
+		if errMine != nil || errRef != nil || !utf8.Valid(b) {
+			return
+		}
+		lower := bytes.ToLower(b)
+		for _, k := range keys {
+			if bytes.Count(lower, []byte(k)) != bytes.Count(b, []byte(k)) {
+				return
+			}
+		}
+		if bytes.Count(b, []byte(`"inputs"`)) > 1 || bytes.Count(b, []byte(`"outputs"`)) > 1 || bytes.Count(b, []byte(`"shape"`)) > bytes.Count(b, []byte(`"name"`)) {
+			return
+		}
+		// An empty array and an absent one mean the same to decodeRequest.
+		for _, r := range []*inferRequest{&mine, &ref} {
+			if len(r.Inputs) == 0 {
+				r.Inputs = nil
+			}
+			if len(r.Outputs) == 0 {
+				r.Outputs = nil
+			}
+		}
+		a, _ := json.Marshal(mine)
+		r, _ := json.Marshal(ref)
+		if !bytes.Equal(a, r) {
+			t.Fatalf("decoded differently:\nmine %s\nref  %s\ninput %q", a, r, b)
 		}
 	})
 }

@@ -1,0 +1,403 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strconv"
+	"unsafe"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// parseHeader decodes the JSON part of an infer request into ir. It is a
+// hand-written scanner for this one document shape, used instead of
+// encoding/json because it runs on every request: it allocates only for the
+// slices it fills and leaves each input's "data" value as a sub-slice of
+// buf for decodeData. Unknown members are skipped after being checked for
+// well-formedness; strings with escapes are unescaped by encoding/json.
+func parseHeader(buf []byte, ir *inferRequest) error {
+	p := &scanner{b: buf}
+	if err := p.object(func(key []byte) error {
+		switch string(key) {
+		case "id":
+			s, err := p.str()
+			ir.ID = s
+			return err
+		case "parameters":
+			return p.object(func(k []byte) error {
+				if string(k) == "binary_data_output" {
+					return p.boolean(&ir.Parameters.BinaryDataOutput)
+				}
+				return p.skip()
+			})
+		case "inputs":
+			ir.Inputs = ir.Inputs[:0] // a repeated member replaces the earlier one
+			return p.array(func() error {
+				ir.Inputs = append(ir.Inputs, inferInput{})
+				return p.input(&ir.Inputs[len(ir.Inputs)-1])
+			})
+		case "outputs":
+			ir.Outputs = ir.Outputs[:0]
+			return p.array(func() error {
+				ir.Outputs = append(ir.Outputs, inferOutput{})
+				return p.output(&ir.Outputs[len(ir.Outputs)-1])
+			})
+		}
+		return p.skip()
+	}); err != nil {
+		return err
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return p.errorf("unexpected data after the top-level object")
+	}
+	return nil
+}
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+type syntaxError struct {
+	msg string
+	off int
+}
+
+func (e *syntaxError) Error() string { return e.msg + " at offset " + strconv.Itoa(e.off) }
+
+func (p *scanner) errorf(msg string) error { return &syntaxError{msg: msg, off: p.i} }
+
+func (p *scanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// next skips whitespace and returns the next byte without consuming it.
+func (p *scanner) next() (byte, error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return 0, p.errorf("unexpected end of JSON")
+	}
+	return p.b[p.i], nil
+}
+
+func (p *scanner) expect(c byte) error {
+	got, err := p.next()
+	if err != nil {
+		return err
+	}
+	if got != c {
+		return p.errorf("expected '" + string(c) + "'")
+	}
+	p.i++
+	return nil
+}
+
+// object calls member for every key, positioned before the value.
+func (p *scanner) object(member func(key []byte) error) error {
+	if err := p.expect('{'); err != nil {
+		return err
+	}
+	if c, err := p.next(); err != nil {
+		return err
+	} else if c == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		key, _, err := p.rawString()
+		if err != nil {
+			return err
+		}
+		if err := p.expect(':'); err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		c, err := p.next()
+		if err != nil {
+			return err
+		}
+		p.i++
+		switch c {
+		case ',':
+		case '}':
+			return nil
+		default:
+			p.i--
+			return p.errorf("expected ',' or '}'")
+		}
+	}
+}
+
+// array calls elem for every element, positioned before it.
+func (p *scanner) array(elem func() error) error {
+	if err := p.expect('['); err != nil {
+		return err
+	}
+	if c, err := p.next(); err != nil {
+		return err
+	} else if c == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		c, err := p.next()
+		if err != nil {
+			return err
+		}
+		p.i++
+		switch c {
+		case ',':
+		case ']':
+			return nil
+		default:
+			p.i--
+			return p.errorf("expected ',' or ']'")
+		}
+	}
+}
+
+// rawString consumes a string and returns its bytes between the quotes
+// (still escaped) and whether it contains escapes.
+func (p *scanner) rawString() ([]byte, bool, error) {
+	if err := p.expect('"'); err != nil {
+		return nil, false, err
+	}
+	start, esc := p.i, false
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return p.b[start : p.i-1], esc, nil
+		case c == '\\':
+			esc = true
+			if p.i+1 >= len(p.b) {
+				return nil, false, p.errorf("unterminated string")
+			}
+			switch p.b[p.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i += 2
+			case 'u':
+				if p.i+6 > len(p.b) || !isHex4(p.b[p.i+2:p.i+6]) {
+					return nil, false, p.errorf("invalid \\u escape")
+				}
+				p.i += 6
+			default:
+				return nil, false, p.errorf("invalid escape in string")
+			}
+		case c < 0x20:
+			return nil, false, p.errorf("control character in string")
+		default:
+			p.i++
+		}
+	}
+	return nil, false, p.errorf("unterminated string")
+}
+
+func (p *scanner) str() (string, error) {
+	start := p.i
+	raw, esc, err := p.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		return string(raw), nil
+	}
+	var s string
+	if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+		return "", p.errorf("invalid string escape")
+	}
+	return s, nil
+}
+
+func (p *scanner) boolean(dst *bool) error {
+	c, err := p.next()
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == 't' && p.literal("true"):
+		*dst = true
+	case c == 'f' && p.literal("false"):
+		*dst = false
+	default:
+		return p.errorf("expected a boolean")
+	}
+	return nil
+}
+
+func (p *scanner) literal(lit string) bool {
+	if len(p.b)-p.i >= len(lit) && string(p.b[p.i:p.i+len(lit)]) == lit {
+		p.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// number consumes a JSON number and returns its text.
+func (p *scanner) number() ([]byte, error) {
+	if _, err := p.next(); err != nil {
+		return nil, err
+	}
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	intStart := p.i
+	n := digits()
+	if n == 0 || (n > 1 && p.b[intStart] == '0') {
+		return nil, p.errorf("invalid number")
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return nil, p.errorf("invalid number")
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return nil, p.errorf("invalid number")
+		}
+	}
+	return p.b[start:p.i], nil
+}
+
+func (p *scanner) int64(dst *int64) error {
+	tok, err := p.number()
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseInt(unsafe.String(&tok[0], len(tok)), 10, 64)
+	if err != nil {
+		return p.errorf("expected an integer")
+	}
+	*dst = v
+	return nil
+}
+
+// skip consumes one value of any kind, checking that it is well formed.
+func (p *scanner) skip() error {
+	c, err := p.next()
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == '{':
+		return p.object(func([]byte) error { return p.skip() })
+	case c == '[':
+		return p.array(p.skip)
+	case c == '"':
+		_, _, err := p.rawString()
+		return err
+	case c == 't' && p.literal("true"), c == 'f' && p.literal("false"), c == 'n' && p.literal("null"):
+		return nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := p.number()
+		return err
+	}
+	return p.errorf("unexpected character")
+}
+
+func (p *scanner) input(in *inferInput) error {
+	return p.object(func(key []byte) error {
+		switch string(key) {
+		case "name":
+			s, err := p.str()
+			in.Name = s
+			return err
+		case "datatype":
+			s, err := p.str()
+			in.Datatype = backend.DataType(s)
+			return err
+		case "shape":
+			in.Shape = make([]int64, 0, 4)
+			return p.array(func() error {
+				var d int64
+				err := p.int64(&d)
+				in.Shape = append(in.Shape, d)
+				return err
+			})
+		case "parameters":
+			return p.object(func(k []byte) error {
+				if string(k) == "binary_data_size" {
+					in.Parameters.BinaryDataSize = new(int64)
+					return p.int64(in.Parameters.BinaryDataSize)
+				}
+				return p.skip()
+			})
+		case "data":
+			if _, err := p.next(); err != nil {
+				return err
+			}
+			start := p.i
+			if err := p.skip(); err != nil {
+				return err
+			}
+			in.Data = p.b[start:p.i]
+			return nil
+		}
+		return p.skip()
+	})
+}
+
+func (p *scanner) output(out *inferOutput) error {
+	return p.object(func(key []byte) error {
+		switch string(key) {
+		case "name":
+			s, err := p.str()
+			out.Name = s
+			return err
+		case "parameters":
+			return p.object(func(k []byte) error {
+				switch string(k) {
+				case "binary_data":
+					out.Parameters.BinaryData = new(bool)
+					return p.boolean(out.Parameters.BinaryData)
+				case "classification":
+					var n int64
+					if err := p.int64(&n); err != nil {
+						return err
+					}
+					c := int(n)
+					out.Parameters.Classification = &c
+					return nil
+				}
+				return p.skip()
+			})
+		}
+		return p.skip()
+	})
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
