@@ -54,9 +54,14 @@ func parseHeader(buf []byte, ir *inferRequest) error {
 }
 
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int // nesting of objects and arrays, bounded by maxDepth
 }
+
+// maxDepth bounds nesting so that a hostile body cannot exhaust the stack
+// (the scanner recurses per level).
+const maxDepth = 1000
 
 type syntaxError struct {
 	msg string
@@ -104,6 +109,10 @@ func (p *scanner) object(member func(key []byte) error) error {
 	if err := p.expect('{'); err != nil {
 		return err
 	}
+	if p.depth++; p.depth > maxDepth {
+		return p.errorf("JSON nested too deeply")
+	}
+	defer func() { p.depth-- }()
 	if c, err := p.next(); err != nil {
 		return err
 	} else if c == '}' {
@@ -142,6 +151,10 @@ func (p *scanner) array(elem func() error) error {
 	if err := p.expect('['); err != nil {
 		return err
 	}
+	if p.depth++; p.depth > maxDepth {
+		return p.errorf("JSON nested too deeply")
+	}
+	defer func() { p.depth-- }()
 	if c, err := p.next(); err != nil {
 		return err
 	} else if c == ']' {

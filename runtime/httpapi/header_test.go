@@ -10,6 +10,7 @@ func TestParseHeaderRejects(t *testing.T) {
 		`{"a\x":1}`, `{"id":"\u12"}`, `{"inputs":[{"name":"I","shape":[1.5]}]}`, `{"inputs":[{"data":[1,]}]}`,
 		`{"id":"x"`, `{"id":"x"} {}`, `[]`, ``, `{"parameters":{"binary_data_output":1}}`, `{"inputs":[{"data":01}]}`,
 		"{\"id\":\"a\tb\"}",
+		`{"x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`,
 	} {
 		var ir inferRequest
 		if err := parseHeader([]byte(s), &ir); err == nil {
