@@ -525,7 +525,7 @@ func (e *HostPathError) Unwrap() error { return e.Err }
 // addHostPath adds a host file or directory tree (e.g. an interpreter and its
 // standard library) at its host path. The path itself is resolved like a
 // library, so symlinks leading to it are reproduced; inside a directory,
-// symlinks are copied as they are.
+// symlinks are copied as they are, and the files they lead to come along.
 func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links []hostLink), enqueue func(final, host string), addLink func(hostLink), addDir func(string)) error {
 	if !path.IsAbs(p) {
 		return &HostPathError{Path: p, Err: errors.New("not an absolute path")}
@@ -575,6 +575,17 @@ func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links
 				return &HostPathError{Path: q, Err: err}
 			}
 			addLink(hostLink{name: q, target: target})
+			// A link to a file elsewhere (torch/lib/libtorch.so ->
+			// /usr/lib/<triplet>/libtorch.so.1.13, loaded with dlopen)
+			// must not dangle: carry its target, with its closure.
+			// Links to directories stay links; following them could
+			// pull in whole unrelated trees.
+			if st, err := os.Stat(q); err == nil && st.Mode().IsRegular() {
+				if final, host, links, ok := fsys.resolve(q); ok {
+					useHost(final, host, links)
+					enqueue(final, host)
+				}
+			}
 		case d.Type().IsRegular():
 			useHost(q, q, nil)
 			enqueue(q, q)

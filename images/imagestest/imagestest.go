@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RequireEnv makes missing tools fatal instead of skipping when set to 1.
@@ -92,6 +94,20 @@ func (r *Registry) Ref(repo string) string { return r.Addr + "/" + repo }
 // answers, and stops it when the test ends.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
+	return StartRegistryWith(t, RegistryOptions{})
+}
+
+// RegistryOptions configure StartRegistryWith.
+type RegistryOptions struct {
+	// ReadOnly starts the registry in its read-only maintenance mode: it
+	// serves pulls and refuses every push, as a registry under
+	// maintenance does.
+	ReadOnly bool
+}
+
+// StartRegistryWith is StartRegistry with options.
+func StartRegistryWith(t testing.TB, o RegistryOptions) *Registry {
+	t.Helper()
 	NeedTools(t, "docker-registry")
 	dir := t.TempDir()
 	root := filepath.Join(dir, "storage")
@@ -110,9 +126,12 @@ storage:
     rootdirectory: %s
   delete:
     enabled: true
+  maintenance:
+    readonly:
+      enabled: %t
 http:
   addr: %s
-`, root, addr)
+`, root, o.ReadOnly, addr)
 		cfgFile := filepath.Join(dir, "config.yml")
 		if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
@@ -306,4 +325,61 @@ func (d *Docker) Inspect(image string) ImageInspect {
 		d.t.Fatalf("docker image inspect %s: %v\n%s", image, err, out)
 	}
 	return v[0]
+}
+
+// PrepareRootfs makes an unpacked image's rootfs runnable with chroot the
+// way a container runtime would until the test ends: /proc mounted (glibc
+// resolves $ORIGIN through /proc/self/exe) and the character devices
+// /dev/null, /dev/zero, /dev/random and /dev/urandom (libtorch seeds from
+// /dev/urandom).
+func PrepareRootfs(t testing.TB, rootfs string) {
+	t.Helper()
+	NeedRoot(t, "mounting /proc and making device nodes in a rootfs")
+	for _, d := range []struct {
+		name         string
+		major, minor uint32
+	}{{"null", 1, 3}, {"zero", 1, 5}, {"random", 1, 8}, {"urandom", 1, 9}} {
+		p := filepath.Join(rootfs, "dev", d.name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+			t.Fatalf("making %s: %v", p, err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil { // mknod applies the umask
+			t.Fatal(err)
+		}
+	}
+	procDir := filepath.Join(rootfs, "proc")
+	if err := os.MkdirAll(procDir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := Run(ctx, "mount", "-t", "proc", "proc", procDir); err != nil {
+		t.Fatalf("mounting /proc in %s: %v", rootfs, err)
+	}
+	t.Cleanup(func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := Run(uctx, "umount", procDir); err != nil {
+			t.Errorf("unmounting %s: %v", procDir, err)
+		}
+	})
+}
+
+// ChrootCommand returns a command running argv inside rootfs (prepared
+// with PrepareRootfs) with exactly env as its environment, so nothing of
+// the host's LD_LIBRARY_PATH or PATH leaks in.
+func ChrootCommand(ctx context.Context, t testing.TB, rootfs string, env []string, argv ...string) *exec.Cmd {
+	t.Helper()
+	NeedTools(t, "chroot", "env")
+	NeedRoot(t, "chroot")
+	chroot, _ := exec.LookPath("chroot") // env -i clears PATH
+	args := append([]string{"-i"}, env...)
+	args = append(args, chroot, rootfs)
+	return exec.CommandContext(ctx, "env", append(args, argv...)...)
 }
