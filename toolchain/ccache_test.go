@@ -3,10 +3,14 @@ package toolchain_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/toolchain"
@@ -170,5 +174,67 @@ func TestIntegrationCcacheAcrossWorkDirs(t *testing.T) {
 	}
 	if s3.HitRate() >= 0.9 {
 		t.Errorf("without BASEDIR/NOHASHDIR the third work dir still hit %.2f: the hits are not explained by the settings", s3.HitRate())
+	}
+}
+
+// TestIntegrationCcacheRemoteStorage shares objects between two machines'
+// worth of local caches through ccache's HTTP remote storage, served here
+// by a minimal in-memory WebDAV-style store (GET, PUT, HEAD, DELETE).
+func TestIntegrationCcacheRemoteStorage(t *testing.T) {
+	needTools(t, "cmake", "ninja", "cc", "ccache")
+	exe := self(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	blobs := map[string][]byte{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.Method {
+		case http.MethodPut:
+			data, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			blobs[r.URL.Path] = data
+			w.WriteHeader(http.StatusCreated)
+		case http.MethodGet, http.MethodHead:
+			data, ok := blobs[r.URL.Path]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+			if r.Method == http.MethodGet {
+				w.Write(data)
+			}
+		case http.MethodDelete:
+			delete(blobs, r.URL.Path)
+		default:
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		}
+	}))
+	defer srv.Close()
+	remote := srv.URL + "/ccache"
+	machineA := toolchain.CcacheConfig{Dir: filepath.Join(t.TempDir(), "a"), Remote: remote}
+	machineB := toolchain.CcacheConfig{Dir: filepath.Join(t.TempDir(), "b"), Remote: remote}
+
+	work := filepath.Join(t.TempDir(), "work-a")
+	buildInWorkDir(t, exe, work, machineA.Inner(), machineA.Env(work), 2)
+	mu.Lock()
+	stored := len(blobs)
+	mu.Unlock()
+	if stored == 0 {
+		t.Fatal("the first machine stored nothing remotely")
+	}
+	work = filepath.Join(t.TempDir(), "work-b")
+	buildInWorkDir(t, exe, work, machineB.Inner(), machineB.Env(work), 2)
+	s, err := machineB.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second machine: %d hits (%d remote), %d misses; %d objects on the server", s.Hits, s.RemoteHits, s.Misses, stored)
+	if s.RemoteHits < 12 || s.HitRate() < 0.9 {
+		t.Fatalf("second machine with an empty local cache: %d remote hits, rate %.2f; want >= 12 and >= 0.90", s.RemoteHits, s.HitRate())
 	}
 }
