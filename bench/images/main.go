@@ -10,10 +10,18 @@
 //
 //	go run ./bench/images -tree NAME=DIR [-tree NAME=DIR ...] [-entrypoint PATH] [-docker]
 //	go run ./bench/images -demo [-docker]
+//	go run ./bench/images -e2e [-project DIR] [-examples DIR] [-docker]
 //
 // -demo builds two stand-in trees on this host: a copy of the Python 3
 // standard library (many small files) and a small program linked against the
 // distribution's libtorch (a large library closure).
+//
+// -e2e follows the README on a copy of the checkout with an empty store:
+// `make all` (system profile), docker load and docker run until the first
+// correct inference of the report's model, the re-assembly of the unchanged
+// image from cached trees, and the sizes of the serving and --python images.
+// It needs root, the Docker engine and the distribution packages of the
+// Makefile (already installed packages are only checked by `make deps`).
 package main
 
 import (
@@ -55,7 +63,19 @@ func main() {
 	demo := flag.Bool("demo", false, "build stand-in trees on this host")
 	docker := flag.Bool("docker", false, "also measure docker build as the peer")
 	work := flag.String("work", "", "scratch directory (default a temporary one)")
+	e2e := flag.Bool("e2e", false, "measure the README flow from an empty store")
+	project := flag.String("project", ".", "checkout to copy for -e2e")
+	examples := flag.String("examples", "../shared/examples", "the report's examples (make_model.py) for -e2e")
 	flag.Parse()
+	if *e2e {
+		if err := withWork(*work, func(dir string) error {
+			return runE2E(context.Background(), dir, e2eOptions{project: *project, examples: *examples, docker: *docker})
+		}); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/images:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), trees, *entrypoint, *models, *level, *demo, *docker, *work); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/images:", err)
 		os.Exit(1)
@@ -118,6 +138,23 @@ func run(ctx context.Context, trees []images.Tree, entrypoint, models string, le
 		return nil
 	}
 	return dockerPeer(ctx, work, cold, trees, coldT, warmT)
+}
+
+// withWork runs f in work, or in a temporary directory removed afterwards.
+func withWork(work string, f func(string) error) error {
+	if work != "" {
+		return f(work)
+	}
+	dir, err := os.MkdirTemp("", "bench-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	return f(abs)
 }
 
 // cpuTime is the CPU time this process has used, a figure that other load
