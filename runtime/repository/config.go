@@ -53,13 +53,22 @@ type resolved struct {
 
 // prepare reads and validates the config of the model in dir and selects the
 // versions to load.
-func (m *Manager) prepare(ctx context.Context, name, dir string) (*resolved, []int64, error) {
+func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []byte) (*resolved, []int64, error) {
 	available, err := versionDirs(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfgPath := filepath.Join(dir, ConfigFile)
-	cfg, err := modelconfig.LoadFile(cfgPath)
+	var cfg *modelconfig.ModelConfig
+	if configJSON != nil {
+		cfgPath = "load request parameter 'config'"
+		cfg, err = configOverride(name, configJSON)
+		if err != nil {
+			return nil, nil, err
+		}
+	} else {
+		cfg, err = modelconfig.LoadFile(cfgPath)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist):

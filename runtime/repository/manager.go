@@ -92,6 +92,9 @@ type versionEntry struct {
 type modelEntry struct {
 	reason   string // model-level failure (config, versions); "" otherwise
 	versions map[int64]*versionEntry
+	// stamp summarizes the model directory as of the last load attempt
+	// (see dirStamp); polling reloads the model when it changes.
+	stamp string
 }
 
 // Manager owns the models of the repositories. It is safe for concurrent use.
@@ -180,23 +183,37 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 // versions no longer selected or replaced. On error the model's previously
 // loaded versions keep serving and the failure is recorded as its reason.
 func (m *Manager) Load(ctx context.Context, name string) error {
+	return m.LoadModel(ctx, name, nil)
+}
+
+// LoadModel is Load with an optional configuration override: configJSON,
+// when not nil, is a model configuration in Triton's JSON form used instead
+// of config.pbtxt for this load (the "config" parameter of Triton's load
+// request).
+func (m *Manager) LoadModel(ctx context.Context, name string, configJSON []byte) error {
 	m.loadMu.Lock()
 	defer m.loadMu.Unlock()
+	return m.load(ctx, name, configJSON)
+}
 
+func (m *Manager) load(ctx context.Context, name string, configJSON []byte) error {
 	dir, err := m.find(name)
 	if err != nil {
-		m.setModelFailure(name, err)
+		m.setModelFailure(name, err, "")
 		return err
 	}
-	cfg, versions, err := m.prepare(ctx, name, dir)
+	// The stamp is taken before reading anything, so that a change made
+	// while loading is seen by the next poll.
+	stamp := dirStamp(dir)
+	cfg, versions, err := m.prepare(ctx, name, dir, configJSON)
 	if err != nil {
 		err = fmt.Errorf("model '%s': %w", name, err)
-		m.setModelFailure(name, err)
+		m.setModelFailure(name, err, stamp)
 		m.log.Error("model load failed", "model", name, "err", err)
 		return err
 	}
 
-	fresh := &modelEntry{versions: map[int64]*versionEntry{}}
+	fresh := &modelEntry{versions: map[int64]*versionEntry{}, stamp: stamp}
 	m.mu.Lock()
 	old := m.models[name]
 	for _, v := range versions {
@@ -260,7 +277,7 @@ func (m *Manager) Load(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-func (m *Manager) setModelFailure(name string, err error) {
+func (m *Manager) setModelFailure(name string, err error, stamp string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.models[name]
@@ -269,6 +286,7 @@ func (m *Manager) setModelFailure(name string, err error) {
 		m.models[name] = e
 	}
 	e.reason = err.Error()
+	e.stamp = stamp
 }
 
 // Unload stops serving every version of the model, draining accepted
@@ -277,6 +295,10 @@ func (m *Manager) setModelFailure(name string, err error) {
 func (m *Manager) Unload(ctx context.Context, name string) error {
 	m.loadMu.Lock()
 	defer m.loadMu.Unlock()
+	return m.unload(ctx, name)
+}
+
+func (m *Manager) unload(ctx context.Context, name string) error {
 	m.mu.Lock()
 	e := m.models[name]
 	if e == nil {

@@ -228,6 +228,10 @@ func (s *Scheduler) release(j *job) {
 // such requests in its failure statistics.
 func (s *Scheduler) RecordFailure(start time.Time) { s.stats.fail.add(time.Since(start)) }
 
+// Closing reports whether Close was called: the scheduler accepts no more
+// requests, so a caller may send a refused request to a replacement.
+func (s *Scheduler) Closing() bool { return s.closed.Load() }
+
 // Queued is the number of accepted requests waiting for an instance.
 func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 

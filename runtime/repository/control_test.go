@@ -1,0 +1,172 @@
+package repository
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
+)
+
+func oneRow() *backend.Request {
+	data := make([]byte, 16)
+	for i := 0; i < 4; i++ {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(i)))
+	}
+	return &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{1, 4}, Data: data}}}
+}
+
+// A request that resolved a version just before a reload retired it is
+// answered by the replacement instead of failing.
+func TestInferFollowsReload(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "m", linearCfg, []string{"1"})
+	mgr := newManager(t, fake.New(), true, root)
+	ctx := context.Background()
+	if err := mgr.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, err := mgr.Get("m", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Load(ctx, "m"); err != nil { // reload: old is retired
+		t.Fatal(err)
+	}
+	if !old.Scheduler.Closing() {
+		t.Fatal("the reload did not retire the old version")
+	}
+	got, resp, err := mgr.Infer(ctx, old, -1, oneRow(), time.Now())
+	if err != nil {
+		t.Fatalf("request resolved before the reload failed: %v", err)
+	}
+	if got == old || len(resp.Outputs) != 1 {
+		t.Fatalf("answered by %p (old %p): %v", got, old, resp)
+	}
+	// After an unload there is nothing to follow: Unavailable.
+	if err := mgr.Unload(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = mgr.Infer(ctx, got, -1, oneRow(), time.Now())
+	if status.Code(err) != backend.Unavailable {
+		t.Fatalf("after unload: %v, want Unavailable", err)
+	}
+	// A request that fails validation counts as a failure of the model.
+	if err := mgr.Load(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := mgr.Get("m", -1)
+	bad := oneRow()
+	bad.Inputs[0].Shape = []int64{1, 5}
+	if _, _, err := mgr.Infer(ctx, cur, -1, bad, time.Now()); status.Code(err) != backend.InvalidArg {
+		t.Fatalf("bad shape: %v", err)
+	}
+	if f := cur.Scheduler.Stats().Fail.Count; f != 1 {
+		t.Fatalf("fail count %d, want 1", f)
+	}
+}
+
+func TestLoadModelConfigOverride(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "m", linearCfg, []string{"1"})
+	mgr := newManager(t, fake.New(), true, root)
+	ctx := context.Background()
+	override := `{"backend":"fake","max_batch_size":2,"input":[{"name":"INPUT__0","data_type":"TYPE_FP32","dims":[4]}],
+	  "output":[{"name":"OUTPUT__0","data_type":"TYPE_FP32","dims":["3"]}]}`
+	if err := mgr.LoadModel(ctx, "m", []byte(override)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := mgr.Get("m", -1)
+	if err != nil || m.Spec.MaxBatchSize != 2 || m.Config.GetName() != "m" {
+		t.Fatalf("override not applied: %v %v", m, err)
+	}
+	for _, bad := range []string{`{"max_batch_size": "two"}`, `{"name": "other", "backend": "fake"}`, `not json`, `{"no_such_field": 1}`} {
+		err := mgr.LoadModel(ctx, "m", []byte(bad))
+		if status.Code(err) != backend.InvalidArg {
+			t.Errorf("%s: %v, want InvalidArg", bad, err)
+		}
+	}
+	// The failed attempts left the overridden version serving.
+	if m2, err := mgr.Get("m", -1); err != nil || m2 != m {
+		t.Fatalf("after failed reloads: %v %v", m2, err)
+	}
+	if err := mgr.Load(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := mgr.Get("m", -1); m.Spec.MaxBatchSize != 8 {
+		t.Fatalf("config.pbtxt not used again: max_batch_size %d", m.Spec.MaxBatchSize)
+	}
+}
+
+func TestPoll(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "a", linearCfg, []string{"1"})
+	be := fake.New()
+	mgr := newManager(t, be, true, root)
+	ctx := context.Background()
+	if err := mgr.Poll(ctx); err != nil { // first poll loads everything
+		t.Fatal(err)
+	}
+	if v := readyVersions(mgr, "a"); !slices.Equal(v, []int64{1}) {
+		t.Fatalf("ready %v", v)
+	}
+	if err := mgr.Poll(ctx); err != nil || be.Instances("a") != 1 {
+		t.Fatalf("an unchanged model was reloaded: %v, %d instances created", err, be.Instances("a"))
+	}
+	// A new version replaces the old one (policy latest 1).
+	if err := os.Mkdir(filepath.Join(root, "a", "2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := readyVersions(mgr, "a"); !slices.Equal(v, []int64{2}) {
+		t.Fatalf("after adding version 2: %v", v)
+	}
+	// A broken config keeps the previous version serving and shows the reason.
+	if err := os.WriteFile(filepath.Join(root, "a", ConfigFile), []byte("max_batch_size: [[["), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Poll(ctx); err == nil {
+		t.Fatal("a broken config must be reported")
+	}
+	if _, err := mgr.Get("a", 2); err != nil {
+		t.Fatalf("previous version stopped serving: %v", err)
+	}
+	if _, reason, _ := mgr.Versions("a"); reason == "" {
+		t.Fatal("no reason for the failed reload")
+	}
+	if err := mgr.Poll(ctx); err != nil || be.Instances("a") != 2 {
+		t.Fatalf("unchanged broken model retried: %v, %d instances", err, be.Instances("a"))
+	}
+	// Fixed again: reloaded, reason cleared.
+	if err := os.WriteFile(filepath.Join(root, "a", ConfigFile), []byte(linearCfg+"\n# edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, reason, _ := mgr.Versions("a"); reason != "" || be.Instances("a") != 3 {
+		t.Fatalf("after the fix: reason %q, %d instances", reason, be.Instances("a"))
+	}
+	// Removed: unloaded and dropped from the index.
+	if err := os.RemoveAll(filepath.Join(root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Get("a", -1); status.Code(err) != backend.NotFound {
+		t.Fatalf("removed model: %v", err)
+	}
+	if idx := mgr.Index(false); len(idx) != 0 {
+		t.Fatalf("index after removal: %v", idx)
+	}
+}
