@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -32,15 +31,6 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
-// ModelControl loads and unloads models on request (explicit model control).
-type ModelControl interface {
-	// Load loads or reloads the model called name. config, when not nil, is
-	// a JSON model configuration used instead of the model's config.pbtxt.
-	Load(ctx context.Context, name string, config []byte) error
-	// Unload stops serving every version of the model.
-	Unload(ctx context.Context, name string) error
-}
-
 // Options configure a Server.
 type Options struct {
 	Manager *repository.Manager
@@ -48,12 +38,15 @@ type Options struct {
 	ID, Version string
 	// Extensions are the protocol extensions reported by ServerMetadata.
 	Extensions []string
-	// Live and Ready, when set, are consulted in addition to the models'
-	// readiness (for example to report not-ready while shutting down).
-	Live, Ready func() bool
-	// Control serves RepositoryModelLoad and RepositoryModelUnload; nil
-	// refuses them, as Triton does outside explicit model control mode.
-	Control ModelControl
+	// Live, when set, decides ServerLive (default: live).
+	Live func() bool
+	// Ready, when set, decides ServerReady, for example to report not-ready
+	// while shutting down or to relax readiness; the default is Triton's
+	// strict readiness (every model ready).
+	Ready func() bool
+	// ModelControl enables RepositoryModelLoad and RepositoryModelUnload
+	// (explicit model control mode); otherwise they answer UNAVAILABLE.
+	ModelControl bool
 	// MaxStreamInFlight bounds the requests of one ModelStreamInfer stream
 	// that run at once; 0 means DefaultMaxStreamInFlight.
 	MaxStreamInFlight int
@@ -130,29 +123,16 @@ func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerL
 
 // ServerReady implements the RPC.
 func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
-	return &pb.ServerReadyResponse{Ready: (s.opts.Ready == nil || s.opts.Ready()) && s.mgr.Ready()}, nil
-}
-
-// model resolves a model name and an optional wire version ("" or "3").
-func (s *Server) model(name, version string) (*repository.Model, error) {
-	if name == "" {
-		return nil, backend.Errorf(backend.InvalidArg, "a model name is required")
+	if s.opts.Ready != nil {
+		return &pb.ServerReadyResponse{Ready: s.opts.Ready()}, nil
 	}
-	v := int64(-1)
-	if version != "" {
-		var err error
-		v, err = strconv.ParseInt(version, 10, 64)
-		if err != nil || v < 0 {
-			return nil, backend.Errorf(backend.InvalidArg, "invalid model version '%s' for model '%s'", version, name)
-		}
-	}
-	return s.mgr.Get(name, v)
+	return &pb.ServerReadyResponse{Ready: s.mgr.Ready()}, nil
 }
 
 // ModelReady implements the RPC: not ready (rather than an error) for
 // models that are unknown or not loaded, as Triton answers.
 func (s *Server) ModelReady(_ context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
-	_, err := s.model(r.GetName(), r.GetVersion())
+	_, err := s.mgr.Resolve(r.GetName(), r.GetVersion())
 	return &pb.ModelReadyResponse{Ready: err == nil}, nil
 }
 
@@ -163,7 +143,7 @@ func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb
 
 // ModelMetadata implements the RPC.
 func (s *Server) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
-	m, err := s.model(r.GetName(), r.GetVersion())
+	m, err := s.mgr.Resolve(r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -171,12 +151,7 @@ func (s *Server) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*
 	if r.GetVersion() != "" {
 		md.Versions = []string{m.VersionString()}
 	} else {
-		vs, _, _ := s.mgr.Versions(m.Name)
-		for _, v := range vs {
-			if v.State == repository.Ready {
-				md.Versions = append(md.Versions, strconv.FormatInt(v.Version, 10))
-			}
-		}
+		md.Versions = s.mgr.ReadyVersions(m.Name)
 	}
 	for i := range m.Spec.Inputs {
 		t := &m.Spec.Inputs[i]
@@ -191,7 +166,7 @@ func (s *Server) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*
 
 // ModelConfig implements the RPC. The loaded config is shared read-only.
 func (s *Server) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
-	m, err := s.model(r.GetName(), r.GetVersion())
+	m, err := s.mgr.Resolve(r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -206,22 +181,20 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 
 func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	start := time.Now()
-	m, err := s.model(r.GetModelName(), r.GetModelVersion())
+	m, err := s.mgr.Resolve(r.GetModelName(), r.GetModelVersion())
 	if err != nil {
 		return nil, err
 	}
 	req, err := decodeRequest(r)
-	if err == nil {
-		err = m.Validate(req)
-	}
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		return nil, err
 	}
-	resp, err := m.Scheduler.Infer(ctx, req)
-	if err == nil {
-		err = resp.Err
+	version := int64(-1) // a reload may move the request to the new highest version
+	if r.GetModelVersion() != "" {
+		version = m.Version
 	}
+	m, resp, err := s.mgr.Infer(ctx, m, version, req, start)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +254,7 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 
 // ModelStatistics implements the RPC.
 func (s *Server) ModelStatistics(_ context.Context, r *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
-	models, err := s.statsModels(r.GetName(), r.GetVersion())
+	models, err := s.mgr.StatsModels(r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -308,33 +281,6 @@ func (s *Server) ModelStatistics(_ context.Context, r *pb.ModelStatisticsRequest
 	return out, nil
 }
 
-// statsModels selects the model versions a statistics request names: all
-// ready versions of all models, of one model, or one version.
-func (s *Server) statsModels(name, version string) ([]*repository.Model, error) {
-	if name == "" {
-		return s.mgr.Models(), nil
-	}
-	if version != "" {
-		m, err := s.model(name, version)
-		if err != nil {
-			return nil, err
-		}
-		return []*repository.Model{m}, nil
-	}
-	var out []*repository.Model
-	for _, m := range s.mgr.Models() {
-		if m.Name == name {
-			out = append(out, m)
-		}
-	}
-	if len(out) == 0 {
-		if _, err := s.mgr.Get(name, -1); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // RepositoryIndex implements the RPC.
 func (s *Server) RepositoryIndex(_ context.Context, r *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	idx := s.mgr.Index(r.GetReady())
@@ -347,16 +293,11 @@ func (s *Server) RepositoryIndex(_ context.Context, r *pb.RepositoryIndexRequest
 	return out, nil
 }
 
-// errNoControl is Triton's answer to load/unload outside explicit mode.
-func errNoControl() error {
-	return backend.Errorf(backend.Unavailable, "explicit model load / unload is not allowed if polling is enabled")
-}
-
 // RepositoryModelLoad implements the RPC. parameters["config"] (string or
 // bytes) carries a JSON model configuration overriding config.pbtxt.
 func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelLoadRequest) (*pb.RepositoryModelLoadResponse, error) {
-	if s.opts.Control == nil {
-		return nil, grpcError(errNoControl())
+	if !s.opts.ModelControl {
+		return nil, grpcError(repository.ControlDisabled())
 	}
 	if r.GetModelName() == "" {
 		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
@@ -378,7 +319,7 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelL
 			return nil, grpcError(backend.Errorf(backend.Unsupported, "load parameter '%s' of model '%s' is not supported", k, r.GetModelName()))
 		}
 	}
-	if err := s.opts.Control.Load(ctx, r.GetModelName(), cfg); err != nil {
+	if err := s.mgr.LoadModel(ctx, r.GetModelName(), cfg); err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.RepositoryModelLoadResponse{}, nil
@@ -386,13 +327,13 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelL
 
 // RepositoryModelUnload implements the RPC.
 func (s *Server) RepositoryModelUnload(ctx context.Context, r *pb.RepositoryModelUnloadRequest) (*pb.RepositoryModelUnloadResponse, error) {
-	if s.opts.Control == nil {
-		return nil, grpcError(errNoControl())
+	if !s.opts.ModelControl {
+		return nil, grpcError(repository.ControlDisabled())
 	}
 	if r.GetModelName() == "" {
 		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
 	}
-	if err := s.opts.Control.Unload(ctx, r.GetModelName()); err != nil {
+	if err := s.mgr.Unload(ctx, r.GetModelName()); err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.RepositoryModelUnloadResponse{}, nil

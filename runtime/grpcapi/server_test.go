@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -77,31 +76,12 @@ func writeModel(t testing.TB, root, name, cfg string, versions ...string) {
 	}
 }
 
-// recordingControl is a ModelControl over the manager that records the
-// config overrides it was given (the manager's own Load takes none).
-type recordingControl struct {
-	mgr     *repository.Manager
-	mu      sync.Mutex
-	configs map[string][]byte
-}
-
-func (c *recordingControl) Load(ctx context.Context, name string, config []byte) error {
-	c.mu.Lock()
-	c.configs[name] = config
-	c.mu.Unlock()
-	return c.mgr.Load(ctx, name)
-}
-
-func (c *recordingControl) Unload(ctx context.Context, name string) error {
-	return c.mgr.Unload(ctx, name)
-}
-
 type env struct {
 	mgr    *repository.Manager
 	client pb.GRPCInferenceServiceClient
 	health healthpb.HealthClient
 	srv    *Server
-	ctl    *recordingControl
+	root   string
 }
 
 // newEnv serves a repository with the fake backend over a real loopback
@@ -117,8 +97,7 @@ func newEnv(t testing.TB, models map[string]string) *env {
 		t.Fatal(err)
 	}
 	_ = mgr.LoadAll(context.Background()) // the broken model fails on purpose
-	ctl := &recordingControl{mgr: mgr, configs: map[string][]byte{}}
-	srv := New(Options{Manager: mgr, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, Control: ctl})
+	srv := New(Options{Manager: mgr, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, ModelControl: true})
 	g := srv.NewGRPCServer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,7 +113,7 @@ func newEnv(t testing.TB, models map[string]string) *env {
 		g.Stop()
 		_ = mgr.Close(context.Background())
 	})
-	return &env{mgr: mgr, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, ctl: ctl}
+	return &env{mgr: mgr, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: root}
 }
 
 func f32bytes(v []float32) []byte {
@@ -519,16 +498,32 @@ func TestLoadUnload(t *testing.T) {
 	if r.Ready {
 		t.Fatal("unloaded model is ready")
 	}
-	cfg := `{"max_batch_size": 8}`
+	// Reload with a configuration override: max_batch_size 2 instead of 8.
+	cfg := `{"backend": "fake", "max_batch_size": 2, "version_policy": {"latest": {"num_versions": 1}},
+	  "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [4]}],
+	  "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [3]}]}`
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
 		Parameters: map[string]*pb.ModelRepositoryParameter{"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: cfg}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(e.ctl.configs["linear"]) != cfg {
-		t.Fatalf("config override %q not passed on", e.ctl.configs["linear"])
+	mc, err := e.client.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "linear"})
+	if err != nil || mc.Config.GetMaxBatchSize() != 2 {
+		t.Fatalf("config after override: %v, %v", mc, err)
 	}
-	if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(1, 0), true)); err != nil {
+	if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(2, 0), true)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.client.ModelInfer(ctx, linearRequest("", rows(3, 0), true))
+	wantCode(t, err, codes.InvalidArgument) // over the overridden max_batch_size
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: `{"max_batch_size": "x"}`}}}})
+	wantCode(t, err, codes.InvalidArgument)
+	// Without the override the repository's config.pbtxt applies again.
+	if _, err := e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(3, 0), true)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "nope"})
@@ -540,7 +535,7 @@ func TestLoadUnload(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 
 	// Without a ModelControl (model control mode none) both are refused.
-	e.srv.opts.Control = nil
+	e.srv.opts.ModelControl = false
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear"})
 	wantCode(t, err, codes.Unavailable)
 	_, err = e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{ModelName: "linear"})

@@ -49,7 +49,10 @@ type Options struct {
 	// Live and Ready, when set, are consulted in addition to the models'
 	// readiness (for example to report not-ready while shutting down).
 	Live, Ready func() bool
-	Logger      *slog.Logger
+	// ModelControl enables the repository load and unload endpoints
+	// (explicit model control mode); otherwise they answer Unavailable.
+	ModelControl bool
+	Logger       *slog.Logger
 }
 
 // Server is an http.Handler serving the v2 protocol.
@@ -88,6 +91,8 @@ func New(opts Options) *Server {
 	}
 	m.HandleFunc("GET /v2/models/stats", s.stats)
 	m.HandleFunc("POST /v2/repository/index", s.repositoryIndex)
+	m.HandleFunc("POST /v2/repository/models/{model}/load", s.loadModel)
+	m.HandleFunc("POST /v2/repository/models/{model}/unload", s.unloadModel)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, backend.Errorf(backend.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -154,16 +159,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 
 // model resolves the {model} and optional {version} path values.
 func (s *Server) model(r *http.Request) (*repository.Model, error) {
-	name := r.PathValue("model")
-	v := int64(-1)
-	if vs := r.PathValue("version"); vs != "" {
-		var err error
-		v, err = strconv.ParseInt(vs, 10, 64)
-		if err != nil || v < 0 {
-			return nil, backend.Errorf(backend.InvalidArg, "invalid model version '%s' for model '%s'", vs, name)
-		}
-	}
-	return s.mgr.Get(name, v)
+	return s.mgr.Resolve(r.PathValue("model"), r.PathValue("version"))
 }
 
 type tensorMetadata struct {
@@ -190,12 +186,7 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.PathValue("version") != "" {
 		md.Versions = []string{m.VersionString()}
 	} else {
-		vs, _, _ := s.mgr.Versions(m.Name)
-		for _, v := range vs {
-			if v.State == repository.Ready {
-				md.Versions = append(md.Versions, strconv.FormatInt(v.Version, 10))
-			}
-		}
+		md.Versions = s.mgr.ReadyVersions(m.Name)
 	}
 	for i := range m.Spec.Inputs {
 		t := &m.Spec.Inputs[i]
@@ -275,29 +266,10 @@ type inferenceStatsJSON struct {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	var models []*repository.Model
-	switch name := r.PathValue("model"); {
-	case name == "":
-		models = s.mgr.Models()
-	case r.PathValue("version") != "":
-		m, err := s.model(r)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		models = []*repository.Model{m}
-	default:
-		for _, m := range s.mgr.Models() {
-			if m.Name == name {
-				models = append(models, m)
-			}
-		}
-		if len(models) == 0 {
-			if _, err := s.mgr.Get(name, -1); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
+	models, err := s.mgr.StatsModels(r.PathValue("model"), r.PathValue("version"))
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	out := struct {
 		ModelStats []modelStatsJSON `json:"model_stats"`
@@ -397,18 +369,16 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.putBuf(bp)
 	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m)
-	if err == nil {
-		err = m.Validate(req)
-	}
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		writeError(w, err)
 		return
 	}
-	resp, err := m.Scheduler.Infer(r.Context(), req)
-	if err == nil {
-		err = resp.Err
+	version := int64(-1) // a reload may move the request to the new highest version
+	if r.PathValue("version") != "" {
+		version = m.Version
 	}
+	m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -513,4 +483,75 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			_, _ = w.Write(t.Data)
 		}
 	}
+}
+
+// controlRequest is the body of a load or unload request.
+type controlRequest struct {
+	Parameters map[string]json.RawMessage `json:"parameters"`
+}
+
+func (s *Server) readControlRequest(w http.ResponseWriter, r *http.Request) (*controlRequest, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxInputSize))
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "reading request body: %v", err)
+	}
+	var req controlRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
+		}
+	}
+	return &req, nil
+}
+
+// loadModel serves POST /v2/repository/models/{model}/load. The body may
+// carry parameters.config, a JSON model configuration (as a string) that
+// replaces config.pbtxt for this load.
+func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.ModelControl {
+		writeError(w, repository.ControlDisabled())
+		return
+	}
+	name := r.PathValue("model")
+	req, err := s.readControlRequest(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var cfg []byte
+	for k, v := range req.Parameters {
+		if k != "config" {
+			// Triton's file:<path> parameters upload model files; not supported.
+			writeError(w, backend.Errorf(backend.Unsupported, "load parameter '%s' of model '%s' is not supported", k, name))
+			return
+		}
+		var str string
+		if err := json.Unmarshal(v, &str); err != nil {
+			writeError(w, backend.Errorf(backend.InvalidArg, "load parameter 'config' of model '%s' must be a string holding JSON", name))
+			return
+		}
+		cfg = []byte(str)
+	}
+	if err := s.mgr.LoadModel(r.Context(), name, cfg); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// unloadModel serves POST /v2/repository/models/{model}/unload.
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.ModelControl {
+		writeError(w, repository.ControlDisabled())
+		return
+	}
+	if _, err := s.readControlRequest(w, r); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.mgr.Unload(r.Context(), r.PathValue("model")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
