@@ -96,9 +96,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.logFile, "log-file", "", "write the log to this file instead of standard error")
 	fs.Var(backendConfigFlag{c.backendConfig}, "backend-config", "backend setting <backend>,<setting>=<value> (repeatable)")
 	fs.StringVar(&c.id, "id", "triton", "server identifier reported by the metadata endpoint")
-	fs.StringVar(&c.modelControlMode, "model-control-mode", "none", "model control mode: none")
+	fs.StringVar(&c.modelControlMode, "model-control-mode", "none", "model control mode: none (load everything at startup), poll (follow repository changes every --repository-poll-secs) or explicit (load and unload on request; --load-model at startup)")
 	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "seconds between repository polls (poll mode)")
-	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable)")
+	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable; * loads every model)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,9 +121,7 @@ func (c *config) validate() error {
 		return errors.New("--model-repository must be given")
 	}
 	switch c.modelControlMode {
-	case "none":
-	case "poll", "explicit":
-		return fmt.Errorf("--model-control-mode=%s is not supported by this build (only none)", c.modelControlMode)
+	case "none", "poll", "explicit":
 	default:
 		return fmt.Errorf("--model-control-mode must be none, poll or explicit, got %q", c.modelControlMode)
 	}

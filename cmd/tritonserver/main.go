@@ -1,6 +1,7 @@
-// Command tritonserver serves model repositories over Triton's HTTP protocol
-// and Prometheus metrics. It only parses flags and wires the runtime
-// packages together.
+// Command tritonserver serves model repositories over Triton's HTTP and GRPC
+// protocols and Prometheus metrics. It only parses flags and wires the
+// runtime packages together: model control (none, poll, explicit) and the
+// graceful shutdown on SIGINT/SIGTERM live here.
 package main
 
 import (
@@ -15,11 +16,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
@@ -61,7 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	if err := serve(ctx, cfg, logger, log.New(logOut, "", log.LstdFlags)); err != nil {
+	stdlog := log.New(logOut, "", log.LstdFlags)
+	if err := serve(ctx, cfg, logger, backends(cfg, logger, stdlog)); err != nil {
 		logger.Error("exiting", "err", err)
 		return 1
 	}
@@ -78,8 +84,10 @@ func backends(cfg *config, logger *slog.Logger, stdlog *log.Logger) map[string]b
 	}
 }
 
-func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Logger) error {
-	bes := backends(cfg, logger, stdlog)
+// serve runs the server with the backends bes until ctx ends (the signal),
+// then shuts down gracefully: stop reporting ready, stop accepting, let the
+// requests in flight finish (up to --exit-timeout-secs), unload the models.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string]backend.Backend) error {
 	beCfg := map[string]map[string]string{}
 	for name := range bes {
 		beCfg[name] = cfg.settingsFor(name)
@@ -91,7 +99,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Lo
 	if err != nil {
 		return err
 	}
-	if err := mgr.LoadAll(ctx); err != nil {
+	if err := initialLoad(ctx, cfg, mgr); err != nil {
 		if cfg.exitOnError {
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("loading models (--exit-on-error=true): %w", err)
@@ -104,7 +112,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Lo
 
 	var shuttingDown atomic.Bool
 	var servers []*http.Server
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	explicit := cfg.modelControlMode == "explicit"
 	listen := func(what, addr string, port int, h http.Handler) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort(addr, itoa(port)))
 		if err != nil {
@@ -123,8 +132,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Lo
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			Ready: func() bool { return !shuttingDown.Load() },
-			Live:  func() bool { return true },
+			ModelControl: explicit,
+			Ready:        func() bool { return !shuttingDown.Load() },
+			Live:         func() bool { return true },
 		})
 		var handler http.Handler = h
 		if !cfg.strictReadiness {
@@ -141,8 +151,38 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Lo
 			return err
 		}
 	}
+	var grpcSrv *grpcapi.Server
+	var grpcServer *grpc.Server
 	if cfg.allowGRPC {
-		logger.Warn("the GRPC service is not part of this build; serving HTTP only", "grpc-port", cfg.grpcPort)
+		grpcSrv = grpcapi.New(grpcapi.Options{
+			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
+			ModelControl: explicit,
+			Live:         func() bool { return true },
+			Ready: func() bool {
+				return !shuttingDown.Load() && (!cfg.strictReadiness || mgr.Ready())
+			},
+		})
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
+		if err != nil {
+			shutdownHTTP(context.Background(), servers, logger)
+			_ = mgr.Close(context.Background())
+			return fmt.Errorf("starting GRPCInferenceService: %w", err)
+		}
+		grpcServer = grpcSrv.NewGRPCServer()
+		logger.Info("Started GRPCInferenceService at "+ln.Addr().String(), "service", "GRPCInferenceService", "addr", ln.Addr().String())
+		go func() {
+			if err := grpcServer.Serve(ln); err != nil {
+				errc <- fmt.Errorf("GRPCInferenceService: %w", err)
+			}
+		}()
+	}
+
+	pollDone := make(chan struct{})
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	if cfg.modelControlMode == "poll" && cfg.pollSecs > 0 {
+		go pollLoop(pollCtx, mgr, time.Duration(cfg.pollSecs)*time.Second, logger, pollDone)
+	} else {
+		close(pollDone)
 	}
 
 	var runErr error
@@ -151,20 +191,90 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stdlog *log.Lo
 		logger.Info("signal received, shutting down", "exit-timeout-secs", cfg.exitTimeout.Seconds())
 	case runErr = <-errc:
 	}
-	// Stop reporting ready, stop accepting, let in-flight requests finish,
-	// then unload the models.
+	// Stop reporting ready and polling, stop accepting, let in-flight
+	// requests finish, then unload the models (closing their instances).
 	shuttingDown.Store(true)
+	stopPoll()
+	<-pollDone
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.exitTimeout)
 	defer cancel()
-	for _, s := range servers {
-		if err := s.Shutdown(sctx); err != nil {
-			logger.Warn("HTTP shutdown", "err", err)
-		}
+	var wg sync.WaitGroup
+	if grpcServer != nil {
+		grpcSrv.Shutdown()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stopped := make(chan struct{})
+			go func() { grpcServer.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-sctx.Done():
+				logger.Warn("GRPC requests still running at the exit timeout; closing their connections")
+				grpcServer.Stop()
+			}
+		}()
 	}
+	shutdownHTTP(sctx, servers, logger)
+	wg.Wait()
 	if err := mgr.Close(sctx); err != nil {
 		logger.Warn("unloading models", "err", err)
 	}
+	logger.Info("shutdown complete")
 	return runErr
+}
+
+// shutdownHTTP stops the HTTP servers, waiting for their requests in flight
+// until ctx ends.
+func shutdownHTTP(ctx context.Context, servers []*http.Server, logger *slog.Logger) {
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Shutdown(ctx); err != nil {
+				logger.Warn("HTTP shutdown", "err", err)
+				_ = s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// initialLoad loads the models the model control mode starts with: all of
+// them (none, poll) or those named by --load-model (explicit; "*" = all).
+func initialLoad(ctx context.Context, cfg *config, mgr *repository.Manager) error {
+	switch cfg.modelControlMode {
+	case "poll":
+		return mgr.Poll(ctx)
+	case "explicit":
+		var errs []error
+		for _, name := range cfg.loadModels {
+			if name == "*" {
+				errs = append(errs, mgr.LoadAll(ctx))
+				continue
+			}
+			errs = append(errs, mgr.Load(ctx, name))
+		}
+		return errors.Join(errs...)
+	}
+	return mgr.LoadAll(ctx)
+}
+
+// pollLoop polls the repositories every interval until ctx ends.
+func pollLoop(ctx context.Context, mgr *repository.Manager, every time.Duration, logger *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := mgr.Poll(ctx); err != nil {
+			logger.Warn("repository poll: some models failed to load", "err", err)
+		}
+	}
 }
 
 // relaxedReadiness answers /v2/health/ready from the server's own state only

@@ -24,7 +24,6 @@ func TestFlags(t *testing.T) {
 		{"--model-repository=/x", "--no-such-flag"},
 		{"--model-repository=/x", "--allow-http", "false"}, // booleans need =false
 		{},
-		{"--model-repository=/x", "--model-control-mode=explicit"},
 		{"--model-repository=/x", "--model-control-mode=sometimes"},
 		{"--model-repository=/x", "--load-model=m"},
 		{"--model-repository=/x", "--backend-config=novalue"},
@@ -74,7 +73,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var startedRE = regexp.MustCompile(`Started (HTTPService|Metrics Service) at ([0-9a-f.:\[\]]+)`)
+var startedRE = regexp.MustCompile(`Started (HTTPService|GRPCInferenceService|Metrics Service) at ([0-9a-f.:\[\]]+)`)
 
 // TestServeWithFailedModel runs the real program: a pytorch model that
 // cannot load (its model.pt is not TorchScript) stops a default server,
