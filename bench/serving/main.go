@@ -6,6 +6,7 @@
 //	                        body (the transport floor: loopback HTTP, Go client)
 //	triton-json             tritonserver's HTTP frontend, JSON tensor data
 //	triton-bin              the same with the binary tensor extension
+//	triton-grpc             tritonserver's GRPC frontend, raw_input_contents
 //	compute                 the backend's Execute for one request, called
 //	                        directly (no HTTP, no scheduler)
 //
@@ -13,9 +14,10 @@
 // for -rounds rounds in alternating order; the medians over rounds of p50,
 // p99 and throughput are printed with the ratios the goals are stated in:
 // at concurrency 1, p50(triton) - p50(floor) - p50(compute); at concurrency
-// 64, throughput(triton-bin) / throughput(floor-bin). The server runs the
+// 64, throughput(triton-bin) / throughput(floor-bin) and
+// throughput(triton-grpc) / throughput(triton-bin). The server runs the
 // same code as cmd/tritonserver (repository, scheduler with dynamic
-// batching, httpapi) in this process, as does the floor, so both share the
+// batching, httpapi, grpcapi) in this process, as does the floor, so both share the
 // machine the same way.
 //
 // Usage (from the repository root):
@@ -102,13 +104,19 @@ func main() {
 
 const features, outputs = 10, 5
 
-// payloads returns the JSON and binary request bodies (one row) and the
-// binary header length.
-func payloads() (jsonBody, binBody []byte, hdrLen int) {
+// payloadRow is the one input row every case sends.
+func payloadRow() []float32 {
 	x := make([]float32, features)
 	for i := range x {
 		x[i] = float32(math.Sin(float64(i)))
 	}
+	return x
+}
+
+// payloads returns the JSON and binary request bodies (one row) and the
+// binary header length.
+func payloads() (jsonBody, binBody []byte, hdrLen int) {
+	x := payloadRow()
 	data, _ := json.Marshal([][]float32{x})
 	jsonBody = []byte(fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","data":%s}]}`, features, data))
 	hdr := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}]}`, features, 4*features)
@@ -207,10 +215,41 @@ type target struct {
 	body   []byte
 	header map[string]string
 	check  func([]byte) error
+	// request, when set, replaces the HTTP request: it sends one request
+	// as client c and checks the answer (the GRPC case).
+	request func(c int) error
 }
 
 // load runs conc clients in a closed loop against t for d.
 func load(client *http.Client, t target, conc int, d time.Duration) (result, error) {
+	if t.request != nil {
+		return closedLoop(conc, d, t.request)
+	}
+	return closedLoop(conc, d, func(int) error {
+		req, _ := http.NewRequest("POST", t.url, bytes.NewReader(t.body))
+		for k, v := range t.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		_, err = b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("%s: status %d: %s", t.name, resp.StatusCode, b.Bytes())
+		}
+		if err == nil && t.check != nil {
+			err = t.check(b.Bytes())
+		}
+		return err
+	})
+}
+
+// closedLoop runs conc clients, each calling do back to back for d, and
+// summarizes the latencies of the calls.
+func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error) {
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, conc)
 	errs := make(chan error, conc)
@@ -220,33 +259,13 @@ func load(client *http.Client, t target, conc int, d time.Duration) (result, err
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			buf := make([]byte, 0, 4096)
 			for time.Now().Before(stop) {
-				req, _ := http.NewRequest("POST", t.url, bytes.NewReader(t.body))
-				for k, v := range t.header {
-					req.Header.Set(k, v)
-				}
 				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
+				if err := do(c); err != nil {
 					errs <- err
 					return
 				}
-				b := bytes.NewBuffer(buf[:0])
-				_, err = b.ReadFrom(resp.Body)
-				resp.Body.Close()
-				el := time.Since(t0)
-				if err == nil && resp.StatusCode != 200 {
-					err = fmt.Errorf("%s: status %d: %s", t.name, resp.StatusCode, b.Bytes())
-				}
-				if err == nil && t.check != nil {
-					err = t.check(b.Bytes())
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				lat[c] = append(lat[c], el)
+				lat[c] = append(lat[c], time.Since(t0))
 			}
 		}(c)
 	}
@@ -335,6 +354,12 @@ func run(o options) error {
 	}
 	defer stopFloor()
 
+	gb, err := startGRPC(mgr, payloadRow())
+	if err != nil {
+		return err
+	}
+	defer gb.close()
+
 	binHdr := map[string]string{httpapi.HeaderLength: strconv.Itoa(hdrLen), "Content-Type": "application/octet-stream"}
 	wantBin := 4 * outputs
 	targets := []target{
@@ -352,6 +377,7 @@ func run(o options) error {
 			}
 			return nil
 		}},
+		{name: "triton-grpc", request: gb.infer},
 	}
 	maxConc := slices.Max(o.conc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
@@ -412,6 +438,9 @@ func run(o options) error {
 			fmt.Printf("conc %3d %-4s: p50 overhead over floor+compute %+.1f us; throughput triton/floor %.2f\n",
 				c, kind, us(tr.p50)-us(fl.p50)-us(compute), tr.throughput/fl.throughput)
 		}
+		g, b := med["triton-grpc"][c], med["triton-bin"][c]
+		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
+			c, g.throughput/b.throughput, us(g.p50), us(b.p50))
 	}
 	if st.ExecutionCount > 0 {
 		fmt.Printf("\nscheduler: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
