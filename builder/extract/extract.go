@@ -5,7 +5,9 @@
 // ".." components, links whose targets leave the tree, paths that pass
 // through a previously extracted symlink) and device or fifo entries are
 // refused with an *UnsafeEntryError naming the archive and the entry.
-// Extraction never follows a symlink it created.
+// Extraction never follows a symlink it created. Files keep their
+// permission bits and mtimes (setuid, setgid and sticky bits are dropped);
+// directories get their permissions at the end, with the owner keeping rwx.
 //
 // Atomicity: the archive is unpacked into a temporary directory next to the
 // destination, which is renamed into place only when every entry has been

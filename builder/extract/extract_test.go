@@ -315,6 +315,7 @@ func TestUnsafeEntriesRefused(t *testing.T) {
 		{"hardlink-up", []entry{{name: "h", typ: tar.TypeLink, linkname: "../outside"}}, "h", "hard link target", 0},
 		{"hardlink-absolute", []entry{{name: "h", typ: tar.TypeLink, linkname: "/etc/passwd"}}, "h", "hard link target", 0},
 		{"hardlink-through-symlink", []entry{{name: "d/", typ: tar.TypeDir, mode: 0o755}, reg("d/f"), {name: "l", typ: tar.TypeSymlink, linkname: "d"}, {name: "h", typ: tar.TypeLink, linkname: "l/f"}}, "h", "symlink extracted earlier", 0},
+		{"through-hardlinked-symlink", []entry{{name: "d/", typ: tar.TypeDir, mode: 0o755}, {name: "l", typ: tar.TypeSymlink, linkname: "d"}, {name: "h", typ: tar.TypeLink, linkname: "l"}, reg("h/file")}, "h/file", "symlink extracted earlier", 0},
 		{"hardlink-missing", []entry{{name: "h", typ: tar.TypeLink, linkname: "nothere"}}, "h", "not extracted", 0},
 		{"char-device", []entry{reg("ok"), {name: "dev/null", typ: tar.TypeChar}}, "dev/null", "device", 0},
 		{"block-device", []entry{{name: "sda", typ: tar.TypeBlock}}, "sda", "device", 0},
@@ -394,12 +395,17 @@ func TestLaterEntryReplacesEarlier(t *testing.T) {
 		{name: "f", typ: tar.TypeReg, body: "new"},
 		{name: "s", typ: tar.TypeSymlink, linkname: "f"},
 		{name: "s", typ: tar.TypeReg, body: "plain"},
+		{name: "ls", typ: tar.TypeSymlink, linkname: "f"},
+		{name: "hls", typ: tar.TypeLink, linkname: "ls"}, // hard link to a symlink
 	}))
 	dest := filepath.Join(dir, "d")
 	if err := Archive(context.Background(), archive, dest, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"f": "new", "h": "old", "s": "plain"} {
+	if target, err := os.Readlink(filepath.Join(dest, "hls")); err != nil || target != "f" {
+		t.Fatalf("hls should be a hard link of the symlink ls -> f: %q, %v", target, err)
+	}
+	for name, want := range map[string]string{"f": "new", "h": "old", "s": "plain", "hls": "new"} {
 		got, err := os.ReadFile(filepath.Join(dest, name))
 		if err != nil || string(got) != want {
 			t.Fatalf("%s = %q, %v; want %q (no write through the hard link)", name, got, err, want)

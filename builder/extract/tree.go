@@ -315,7 +315,10 @@ func (t *tree) hardlink(name, linkname string) error {
 	if tskip {
 		return t.unsafe(name, "hard link target %q is stripped away by StripComponents", linkname)
 	}
-	if err := t.checkParents(name, trel+"/"); err != nil {
+	// Only the target's parents matter: a hard link to a symlink links the
+	// symlink itself (link(2) does not follow), which stays as safe as
+	// the symlink was.
+	if err := t.checkParents(name, trel); err != nil {
 		return err
 	}
 	st, err := os.Lstat(t.abs(trel))
