@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/extract"
@@ -94,7 +95,7 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 		return cmd.Run()
 	}
 
-	var tOurs, tPeer []time.Duration
+	var tOurs, tPeer, cOurs, cPeer []time.Duration
 	for i := 0; i < rounds; i++ {
 		order := []string{"tritonbuild", "xz|tar"}
 		if i%2 == 1 {
@@ -105,6 +106,9 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 			// Flush earlier rounds' dirty pages so that neither side pays
 			// for the other's writeback.
 			exec.Command("sync").Run()
+			// CPU time (user+sys) is printed beside wall time: it is
+			// much less sensitive to other load on the machine.
+			selfBefore, childBefore := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 			start := time.Now()
 			var err error
 			if who == "tritonbuild" {
@@ -116,12 +120,15 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", i+1, who, err)
 			}
-			fmt.Printf("round %d  %-12s %7.2fs\n", i+1, who, d.Seconds())
+			var cpu time.Duration
 			if who == "tritonbuild" {
-				tOurs = append(tOurs, d)
+				cpu = cpuTime(syscall.RUSAGE_SELF) - selfBefore
+				tOurs, cOurs = append(tOurs, d), append(cOurs, cpu)
 			} else {
-				tPeer = append(tPeer, d)
+				cpu = cpuTime(syscall.RUSAGE_CHILDREN) - childBefore
+				tPeer, cPeer = append(tPeer, d), append(cPeer, cpu)
 			}
+			fmt.Printf("round %d  %-12s %7.2fs wall %7.2fs cpu\n", i+1, who, d.Seconds(), cpu.Seconds())
 			if err := os.RemoveAll(dest); err != nil {
 				return err
 			}
@@ -133,8 +140,11 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 		peerName = "xz -T0 -dc >/dev/null"
 	}
 	fmt.Printf("load average at the end: %s\n", loadavg())
-	fmt.Printf("median tritonbuild %.2fs, %s %.2fs, ratio %.2fx (below 1 is faster)\n",
+	fmt.Printf("median wall: tritonbuild %.2fs, %s %.2fs, ratio %.2fx (below 1 is faster)\n",
 		mo.Seconds(), peerName, mp.Seconds(), mo.Seconds()/mp.Seconds())
+	co, cp := median(cOurs), median(cPeer)
+	fmt.Printf("median cpu:  tritonbuild %.2fs, %s %.2fs, ratio %.2fx\n",
+		co.Seconds(), peerName, cp.Seconds(), co.Seconds()/cp.Seconds())
 	return nil
 }
 
@@ -155,6 +165,16 @@ func decodeOurs(ctx context.Context, archive string) error {
 	defer r.Close()
 	_, err = io.Copy(io.Discard, r)
 	return err
+}
+
+// cpuTime returns user+sys time of the process or of its waited-for
+// children (which include the shell pipeline's xz and tar).
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func loadavg() string {
