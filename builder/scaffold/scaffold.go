@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"text/template"
 )
 
@@ -257,7 +258,7 @@ func Write(opts Options) ([]string, error) {
 	for _, f := range files {
 		if _, err := os.Lstat(filepath.Join(opts.Dir, filepath.FromSlash(f.Path))); err == nil {
 			exists = append(exists, f.Path)
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return nil, fmt.Errorf("checking %s: %w", filepath.Join(opts.Dir, f.Path), err)
 		}
 	}

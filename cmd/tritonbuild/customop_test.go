@@ -163,6 +163,51 @@ func TestCustomOpEndToEnd(t *testing.T) {
 	})
 }
 
+// `new op` through the binary: the scaffold lands in --dir, names are
+// checked before anything is written, and a second run refuses to
+// overwrite.
+func TestNewOpCommand(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "proj")
+	out, stderr, err := run(t, tmp, "new", "op", "myops", "--dir", dir, "--source", "../..")
+	if err == nil {
+		t.Fatalf("--source relative to the temp dir should not be a tritonbuild tree: %s", out)
+	}
+	if !strings.Contains(stderr, "not a tritonbuild source tree") {
+		t.Errorf("bad --source: %s", stderr)
+	}
+	root, _ := filepath.Abs("../..")
+	out, stderr, err = run(t, tmp, "new", "op", "myops", "--dir", dir, "--source", root)
+	if err != nil {
+		t.Fatalf("new op: %v\n%s", err, stderr)
+	}
+	for _, f := range []string{"build.yaml", "recipes/myops.yaml", "op/src/myops.cpp", "models/myops_scaled_add/config.pbtxt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if !strings.Contains(out, filepath.Join(dir, f)) {
+			t.Errorf("output does not list %s:\n%s", f, out)
+		}
+	}
+	if _, stderr, err = run(t, tmp, "new", "op", "myops", "--dir", dir, "--source", root); err == nil || !strings.Contains(stderr, "refusing to overwrite") {
+		t.Errorf("second run: %v %s", err, stderr)
+	}
+	// Without --source the tree around the working directory is used.
+	if _, stderr, err = run(t, ".", "new", "op", "Bad-Name", "--dir", filepath.Join(tmp, "x")); err == nil || !strings.Contains(stderr, `invalid op name "Bad-Name"`) {
+		t.Errorf("bad name: %v %s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "x")); err == nil {
+		t.Errorf("a bad name still created its directory")
+	}
+	auto := filepath.Join(tmp, "auto")
+	if _, stderr, err = run(t, ".", "new", "op", "other", "--dir", auto); err != nil {
+		t.Fatalf("new op without --source inside the tree: %v %s", err, stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(auto, "recipes", "tritonserver.yaml")); !strings.Contains(string(data), "local: "+root+"\n") {
+		t.Errorf("the server recipe does not point at %s:\n%s", root, data)
+	}
+}
+
 // requireCustomOpTools skips, saying why, when a component the test builds
 // with is missing.
 func requireCustomOpTools(t *testing.T) {
