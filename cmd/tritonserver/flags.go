@@ -24,6 +24,7 @@ type config struct {
 	allowGRPC         bool
 	allowMetrics      bool
 	strictModelConfig bool
+	strictInputShapes bool
 	strictReadiness   bool
 	exitOnError       bool
 	exitTimeout       time.Duration
@@ -87,6 +88,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.allowHTTP, "allow-http", true, "serve the HTTP protocol")
 	fs.BoolVar(&c.allowGRPC, "allow-grpc", true, "serve the GRPC protocol")
 	fs.BoolVar(&c.allowMetrics, "allow-metrics", true, "serve Prometheus metrics")
+	fs.BoolVar(&c.strictInputShapes, "strict-input-shapes", false, "refuse, as Triton does, inputs with one more leading dimension than a max_batch_size 0 model declares (by default they pass through, as the field report's client needs)")
 	fs.BoolVar(&c.strictModelConfig, "strict-model-config", false, "require config.pbtxt for every model (when false, a backend that can auto-complete a configuration may serve a model without one)")
 	fs.BoolVar(&c.strictReadiness, "strict-readiness", true, "report ready only when every model is ready")
 	fs.BoolVar(&c.exitOnError, "exit-on-error", true, "exit when a model fails to load at startup")

@@ -94,7 +94,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	}
 	mgr, err := repository.New(repository.Options{
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
-		StrictModelConfig: cfg.strictModelConfig, Logger: logger,
+		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 	})
 	if err != nil {
 		return err

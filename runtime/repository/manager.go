@@ -63,6 +63,12 @@ type Options struct {
 	// a model without one is accepted if its backend (guessed from the model
 	// file in its highest version directory) implements AutoCompleter.
 	StrictModelConfig bool
+	// StrictInputShapes refuses, as Triton does, a request whose inputs
+	// carry one more leading dimension than a max_batch_size 0 model
+	// declares. By default such a request is passed through with its full
+	// shape: the field report's client sends [2,10] to dims [10] and
+	// expects (2,5) back, and its model.py handles the extra dimension.
+	StrictInputShapes bool
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -532,6 +538,7 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	mod := &Model{
 		Name: cfg.Name, Version: v, Backend: cfg.backendName, Platform: cfg.platform,
 		Config: cfg.ModelConfig, ConfigJSON: spec.ConfigJSON, Spec: spec, Scheduler: s,
+		leadingDim: !m.opts.StrictInputShapes,
 	}
 	mod.index()
 	return mod, nil

@@ -26,6 +26,9 @@ type Model struct {
 	inputIndex  map[string]int // name -> index in Spec.Inputs
 	outputIndex map[string]int
 	required    int // inputs that are not optional
+	// leadingDim accepts one extra leading dimension on the inputs of a
+	// model with max_batch_size 0 (see Options.StrictInputShapes).
+	leadingDim bool
 }
 
 // VersionString is the version as it appears on the wire ("1").
@@ -109,6 +112,15 @@ func (m *Model) Validate(req *backend.Request) error {
 			}
 			if batch >= 0 && t.Shape[0] != batch {
 				return backend.Errorf(backend.InvalidArg, "input '%s' has batch size %d but other inputs have %d for model '%s'", t.Name, t.Shape[0], batch, m.Name)
+			}
+			batch = t.Shape[0]
+			dims = t.Shape[1:]
+		} else if m.leadingDim && len(t.Shape) == len(spec.Dims)+1 && t.Shape[0] >= 1 {
+			// The field report's client sends [2,10] to a model declaring
+			// dims [10] without batching; its model.py handles the rows.
+			// Triton refuses this; --strict-input-shapes does too.
+			if batch >= 0 && t.Shape[0] != batch {
+				return backend.Errorf(backend.InvalidArg, "input '%s' has leading dimension %d but other inputs have %d for model '%s'", t.Name, t.Shape[0], batch, m.Name)
 			}
 			batch = t.Shape[0]
 			dims = t.Shape[1:]

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// seedRepo lays out the report's python-backend repository exactly as
+// shipped (runtime/python/testdata keeps a copy of the report's files), with
+// model.pt made by the report's make_model.py and venv.tar.gz packed from a
+// venv over the distribution's python, as the report does.
+func seedRepo(t *testing.T, variant string) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import torch, numpy").Run(); err != nil {
+		t.Skipf("%s cannot import torch and numpy (.ci/run installs python3-torch python3-numpy): %v", py, err)
+	}
+	repo := filepath.Join(t.TempDir(), "model_repository")
+	if out, err := exec.Command("cp", "-r", filepath.Join("../../runtime/python/testdata", variant), repo).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v %s", err, out)
+	}
+	model := filepath.Join(repo, "simple_linear")
+	if out, err := exec.Command(py, "../../runtime/python/testdata/make_model.py", filepath.Join(model, "1", "model.pt")).CombinedOutput(); err != nil {
+		t.Fatalf("make_model.py: %v %s", err, out)
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--system-site-packages", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Fatalf("venv: %v %s", err, out)
+	}
+	if out, err := exec.Command("tar", "czf", filepath.Join(model, "venv.tar.gz"), "-C", filepath.Dir(venv), "venv").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	return repo
+}
+
+// startServer runs the real program in-process on free loopback ports and
+// returns its HTTP and metrics base URLs.
+func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	common := []string{"--http-address=127.0.0.1", "--http-port=0", "--metrics-address=127.0.0.1", "--metrics-port=0", "--allow-grpc=false",
+		"--backend-config=python,env-cache-dir=" + t.TempDir()}
+	go func() { done <- run(ctx, append(common, args...), io.Discard, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("server exit %d:\n%s", code, logs.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("server did not shut down")
+		}
+	})
+	addrs := map[string]string{}
+	for deadline := time.Now().Add(120 * time.Second); len(addrs) < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start:\n%s", logs.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("server exited %d:\n%s", code, logs.String())
+		default:
+		}
+		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
+			addrs[m[1]] = m[2]
+		}
+	}
+	base := "http://" + addrs["HTTPService"]
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(base + "/v2/models/simple_linear/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("model never ready:\n%s", logs.String())
+		}
+	}
+	return base, "http://" + addrs["Metrics Service"], logs
+}
+
+// torchForward computes the expected output with torch itself.
+func torchForward(t *testing.T, modelPT string, rows [][]float32) [][]float64 {
+	t.Helper()
+	in, _ := json.Marshal(rows)
+	script := fmt.Sprintf("import torch, json\nm = torch.jit.load(%q)\nprint(json.dumps(m(torch.tensor(json.loads(%q), dtype=torch.float32)).tolist()))", modelPT, string(in))
+	out, err := exec.Command("/usr/bin/python3", "-c", script).Output()
+	if err != nil {
+		t.Fatalf("torch forward: %v", err)
+	}
+	var want [][]float64
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+func inferJSON(base string, rows [][]float32) ([][]float64, error) {
+	flat := []float32{}
+	for _, r := range rows {
+		flat = append(flat, r...)
+	}
+	body, _ := json.Marshal(map[string]any{"inputs": []any{map[string]any{
+		"name": "INPUT__0", "datatype": "FP32", "shape": []int{len(rows), 10}, "data": flat}}})
+	resp, err := http.Post(base+"/v2/models/simple_linear/infer", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, data)
+	}
+	var out struct {
+		Outputs []struct {
+			Name  string
+			Shape []int
+			Data  []float64
+		}
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	o := out.Outputs[0]
+	if o.Name != "OUTPUT__0" || len(o.Shape) != 2 || o.Shape[0] != len(rows) || o.Shape[1] != 5 {
+		return nil, fmt.Errorf("output %s shape %v", o.Name, o.Shape)
+	}
+	got := make([][]float64, len(rows))
+	for i := range got {
+		got[i] = o.Data[i*5 : i*5+5]
+	}
+	return got, nil
+}
+
+func closeTo(a, b [][]float64, tol float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		for j := range a[i] {
+			if math.Abs(a[i][j]-b[i][j]) > tol {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func rowsFor(seed int, n int) [][]float32 {
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = make([]float32, 10)
+		for j := range rows[i] {
+			rows[i][j] = float32((seed*31+i*7+j*3)%17)/8 - 1
+		}
+	}
+	return rows
+}
+
+// The report's python-backend repository, unchanged, served over HTTP: a
+// [2,10] input gives torch's own (2,5) output.
+func TestPythonSeedRepositoryOverHTTP(t *testing.T) {
+	repo := seedRepo(t, "seed-model-repository")
+	base, _, logs := startServer(t, "--model-repository", repo, "--log-verbose=1")
+	rows := rowsFor(1, 2)
+	got, err := inferJSON(base, rows)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	want := torchForward(t, filepath.Join(repo, "simple_linear", "1", "model.pt"), rows)
+	if !closeTo(got, want, 1e-6) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// The tuned variant: 4 stub processes, and under 32 concurrent clients
+// execute() receives batches while every client gets its own rows back.
+func TestPythonBatchedSeedRepository(t *testing.T) {
+	repo := seedRepo(t, "seed-model-repository-batched")
+	base, metricsURL, logs := startServer(t, "--model-repository", repo)
+	if n := countStubs(t); n != 4 {
+		t.Errorf("%d python stub processes, want 4 (instance_group count 4)", n)
+	}
+	modelPT := filepath.Join(repo, "simple_linear", "1", "model.pt")
+	var all [][]float32
+	for c := 0; c < 32; c++ {
+		all = append(all, rowsFor(c, 1)...)
+	}
+	want := torchForward(t, modelPT, all)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32*20)
+	for c := 0; c < 32; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				got, err := inferJSON(base, rowsFor(c, 1))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !closeTo(got, want[c:c+1], 1e-6) {
+					errs <- fmt.Errorf("client %d got %v, want %v", c, got, want[c])
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	infer, exec := metric(t, metricsURL, "nv_inference_count"), metric(t, metricsURL, "nv_inference_exec_count")
+	t.Logf("nv_inference_count %v, nv_inference_exec_count %v", infer, exec)
+	if infer != 640 || exec >= infer*3/4 {
+		t.Errorf("dynamic batching did not batch: %v inferences in %v executions", infer, exec)
+	}
+}
+
+func countStubs(t *testing.T) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if len(fields) > 1 && fields[1] == me && bytes.Contains(cmd, []byte("tritonbuild_stub.py")) {
+			n++
+		}
+	}
+	return n
+}
+
+func metric(t *testing.T, url, name string) float64 {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + `\{[^}]*model="simple_linear"[^}]*\} ([0-9.e+]+)$`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("%s not in metrics:\n%.2000s", name, body)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
