@@ -12,9 +12,9 @@ import (
 
 // NewDecoder returns the decoded content of the .xz file r of the given size.
 // It decodes blocks in parallel when the file allows it and otherwise (a
-// single block, filters other than LZMA2, ...) falls back to the sequential
-// reader of github.com/ulikunitz/xz. A malformed container is an error, not a
-// reason to fall back. Close the result to release its goroutines.
+// single block, oversized blocks, ...) falls back to the sequential reader of
+// github.com/ulikunitz/xz. A malformed container or an unsupported filter is
+// an error, not a reason to fall back. Close the result to release its goroutines.
 func NewDecoder(ctx context.Context, r io.ReaderAt, size int64, opts Options) (io.ReadCloser, error) {
 	pr, err := NewReader(ctx, r, size, opts)
 	if err == nil {

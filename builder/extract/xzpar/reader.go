@@ -59,6 +59,19 @@ func (e *NotParallelError) Error() string {
 	return "xz: parallel decoding not possible: " + e.Reason
 }
 
+// UnsupportedFilterError reports a block whose filter chain is not plain
+// LZMA2 (BCJ or delta filters in front of it). Neither the parallel reader
+// nor the sequential fallback decodes those, so NewDecoder returns it as is.
+type UnsupportedFilterError struct {
+	Block   int
+	Offset  int64
+	Filters string // e.g. "BCJ x86+LZMA2"
+}
+
+func (e *UnsupportedFilterError) Error() string {
+	return fmt.Sprintf("xz: block %d at offset %d uses filters %s; only plain LZMA2 is supported (recompress with xz --lzma2)", e.Block, e.Offset, e.Filters)
+}
+
 // CorruptBlockError reports a block whose data does not decode or does not
 // match its sizes or check.
 type CorruptBlockError struct {
@@ -112,16 +125,14 @@ type Reader struct {
 // NewReader prepares parallel decoding of the .xz file r of the given size:
 // it reads the index and every block header, and starts the workers. It
 // returns a *NotParallelError when the file is valid but unsuited (a single
-// block, a filter other than LZMA2, an unverifiable check type, oversized
-// blocks) and a *FormatError when the container is malformed. Close the
+// block, an unverifiable check type, oversized blocks), an
+// *UnsupportedFilterError for filters other than LZMA2, and a *FormatError
+// or *CorruptBlockError when the container is malformed. Close the
 // reader to stop the workers early.
 func NewReader(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*Reader, error) {
 	idx, err := ReadIndex(r, size)
 	if err != nil {
 		return nil, err
-	}
-	if len(idx.Blocks) < 2 {
-		return nil, &NotParallelError{Reason: fmt.Sprintf("the file has %d block(s)", len(idx.Blocks))}
 	}
 	maxBlock := opts.MaxBlockSize
 	if maxBlock <= 0 {
@@ -141,6 +152,11 @@ func NewReader(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*R
 			return nil, err
 		}
 		jobs[i] = j
+	}
+	// Checked after the headers so that unsupported filters are reported
+	// as such even in single-block files.
+	if len(idx.Blocks) < 2 {
+		return nil, &NotParallelError{Reason: fmt.Sprintf("the file has %d block(s)", len(idx.Blocks))}
 	}
 
 	workers := opts.workers()
@@ -208,7 +224,7 @@ func readJob(r io.ReaderAt, b Block, hb []byte) (job, error) {
 			}
 			names += filterName(f.id)
 		}
-		return job{}, &NotParallelError{Reason: fmt.Sprintf("block %d uses filters %s, only plain LZMA2 is decoded in parallel", b.Number, names)}
+		return job{}, &UnsupportedFilterError{Block: b.Number, Offset: b.Offset, Filters: names}
 	}
 	dict, err := lzma2DictSize(h.filters[0].props)
 	if err != nil {

@@ -261,13 +261,21 @@ func TestSingleBlockFallsBack(t *testing.T) {
 	}
 }
 
-func TestBCJFilterIsNotParallel(t *testing.T) {
+func TestBCJFilterRefused(t *testing.T) {
 	data := sampleData(300<<10, 8)
-	xzData := xzCompress(t, data, "--block-size=64KiB", "--x86", "--lzma2")
-	_, err := NewReader(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{})
-	var npe *NotParallelError
-	if !errors.As(err, &npe) || !strings.Contains(err.Error(), "BCJ x86") {
-		t.Fatalf("got %v, want *NotParallelError naming the BCJ x86 filter", err)
+	for name, args := range map[string][]string{
+		"multi-block":  {"--block-size=64KiB", "--x86", "--lzma2"},
+		"single-block": {"--x86", "--lzma2"},
+	} {
+		xzData := xzCompress(t, data, args...)
+		_, err := NewReader(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{})
+		var ufe *UnsupportedFilterError
+		if !errors.As(err, &ufe) || ufe.Block != 1 || ufe.Filters != "BCJ x86+LZMA2" {
+			t.Fatalf("%s: NewReader: %v, want *UnsupportedFilterError for block 1 naming BCJ x86+LZMA2", name, err)
+		}
+		if _, err := NewDecoder(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{}); !errors.As(err, &ufe) {
+			t.Fatalf("%s: NewDecoder: %v, want *UnsupportedFilterError", name, err)
+		}
 	}
 }
 
