@@ -165,7 +165,9 @@ func TestGracefulShutdown(t *testing.T) {
 
 // pendingGauge reads nv_inference_pending_request_count (requests queued
 // and not yet executing) of the slow model from the metrics endpoint.
-func pendingGauge(t *testing.T, s *testServer) int {
+func pendingGauge(t *testing.T, s *testServer) int { return pendingGaugeOf(t, s, "slow") }
+
+func pendingGaugeOf(t *testing.T, s *testServer, model string) int {
 	t.Helper()
 	resp, err := http.Get("http://" + s.addrs["Metrics Service"] + "/metrics")
 	if err != nil {
@@ -174,7 +176,7 @@ func pendingGauge(t *testing.T, s *testServer) int {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "nv_inference_pending_request_count{") && strings.Contains(line, `model="slow"`) {
+		if strings.HasPrefix(line, "nv_inference_pending_request_count{") && strings.Contains(line, `model="`+model+`"`) {
 			var n float64
 			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n); err == nil {
 				return int(n)
