@@ -33,6 +33,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
@@ -571,6 +572,17 @@ func TestIntegrationPythonImageServesReportModelInChroot(t *testing.T) {
 func TestIntegrationDockerRunServesReportModel(t *testing.T) {
 	b := systemImages(t)
 	d := imagestest.NewDocker(t)
+	tb, err := tarball.ImageFromPath(b.pyTarball, nil)
+	if err != nil {
+		t.Fatalf("reading the tarball: %v", err)
+	}
+	if err := validate.Image(tb); err != nil {
+		t.Fatalf("validate.Image(tarball): %v", err)
+	}
+	tbCfg, _ := tb.ConfigName()
+	if layoutCfg, _ := layoutImage(t, b.pyLayout).ConfigName(); tbCfg != layoutCfg {
+		t.Errorf("tarball config %s, layout config %s: not the same image", tbCfg, layoutCfg)
+	}
 	loaded := d.Load(b.pyTarball)
 	if loaded != b.pyTag {
 		t.Errorf("docker loaded %q, want %q", loaded, b.pyTag)
@@ -702,7 +714,7 @@ func TestIntegrationImageReproducible(t *testing.T) {
 func TestIntegrationTreesIndependentOfWorkDir(t *testing.T) {
 	b := systemImages(t)
 	proj := filepath.Join(t.TempDir(), "elsewhere", "checkout")
-	if err := copyProject(b.proj, proj); err != nil {
+	if err := copyProject("../..", proj); err != nil {
 		t.Fatal(err)
 	}
 	store := filepath.Join(t.TempDir(), "store2")
