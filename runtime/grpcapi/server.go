@@ -176,6 +176,10 @@ func (s *Server) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.M
 // ModelInfer implements the RPC.
 func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	resp, err := s.infer(ctx, r)
+	if err != nil && status.Code(err) == backend.Internal {
+		// Request errors are the client's business; internal ones are ours.
+		s.log.Warn("inference failed", "model", r.GetModelName(), "err", err)
+	}
 	return resp, grpcError(err)
 }
 
