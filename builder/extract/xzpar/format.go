@@ -8,7 +8,9 @@
 // This package owns the container parsing (stream header and footer, block
 // headers, index), the parallel scheduler with a bounded window of decoded
 // blocks, and the fallback to the sequential ulikunitz reader for files the
-// parallel path cannot handle (a single block, filters other than LZMA2).
+// parallel path cannot handle (a single block, oversized blocks). Filter
+// chains other than plain LZMA2 (BCJ, delta) are refused with a clear error:
+// neither path decodes them.
 //
 // The container format follows the public .xz file format specification
 // (version 1.x): all multi-byte fixed-size fields are little endian, variable
