@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	inference "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
 // seedRepo lays out the report's python-backend repository exactly as
@@ -50,12 +56,26 @@ func seedRepo(t *testing.T, variant string) string {
 // startServer runs the real program in-process on free loopback ports and
 // returns its HTTP and metrics base URLs.
 func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
+	base, metrics, _, logs := startServerGRPC(t, false, args...)
+	return base, metrics, logs
+}
+
+// startServerGRPC also starts the gRPC endpoint when withGRPC and returns
+// its address.
+func startServerGRPC(t *testing.T, withGRPC bool, args ...string) (string, string, string, *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)
-	common := []string{"--http-address=127.0.0.1", "--http-port=0", "--metrics-address=127.0.0.1", "--metrics-port=0", "--allow-grpc=false",
+	common := []string{"--http-address=127.0.0.1", "--http-port=0", "--metrics-address=127.0.0.1", "--metrics-port=0",
 		"--backend-config=python,env-cache-dir=" + t.TempDir()}
+	want := 2
+	if withGRPC {
+		common = append(common, "--allow-grpc=true", "--grpc-address=127.0.0.1", "--grpc-port=0")
+		want = 3
+	} else {
+		common = append(common, "--allow-grpc=false")
+	}
 	go func() { done <- run(ctx, append(common, args...), io.Discard, logs) }()
 	t.Cleanup(func() {
 		cancel()
@@ -69,7 +89,7 @@ func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
 		}
 	})
 	addrs := map[string]string{}
-	for deadline := time.Now().Add(120 * time.Second); len(addrs) < 2; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(120 * time.Second); len(addrs) < want; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server did not start:\n%s", logs.String())
 		}
@@ -80,6 +100,9 @@ func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
 		}
 		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
 			addrs[m[1]] = m[2]
+		}
+		if m := grpcStartedRE.FindStringSubmatch(logs.String()); m != nil {
+			addrs["grpc"] = m[1]
 		}
 	}
 	base := "http://" + addrs["HTTPService"]
@@ -94,7 +117,50 @@ func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
 			t.Fatalf("model never ready:\n%s", logs.String())
 		}
 	}
-	return base, "http://" + addrs["Metrics Service"], logs
+	return base, "http://" + addrs["Metrics Service"], addrs["grpc"], logs
+}
+
+var grpcStartedRE = regexp.MustCompile(`Started GRPCInferenceService at ([0-9a-f.:\[\]]+)`)
+
+// inferGRPC sends the rows as raw_input_contents through a client
+// generated from our .proto.
+func inferGRPC(addr string, rows [][]float32) ([][]float64, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	raw := make([]byte, 0, len(rows)*40)
+	for _, r := range rows {
+		for _, v := range r {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := inference.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, &inference.ModelInferRequest{
+		ModelName: "simple_linear",
+		Inputs: []*inference.ModelInferRequest_InferInputTensor{{
+			Name: "INPUT__0", Datatype: "FP32", Shape: []int64{int64(len(rows)), 10}}},
+		RawInputContents: [][]byte{raw},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Outputs) != 1 || resp.Outputs[0].Name != "OUTPUT__0" || len(resp.RawOutputContents) != 1 {
+		return nil, fmt.Errorf("unexpected response %v", resp)
+	}
+	if sh := resp.Outputs[0].Shape; len(sh) != 2 || sh[0] != int64(len(rows)) || sh[1] != 5 {
+		return nil, fmt.Errorf("output shape %v", sh)
+	}
+	out := resp.RawOutputContents[0]
+	got := make([][]float64, len(rows))
+	for i := range got {
+		for j := 0; j < 5; j++ {
+			got[i] = append(got[i], float64(math.Float32frombits(binary.LittleEndian.Uint32(out[(i*5+j)*4:]))))
+		}
+	}
+	return got, nil
 }
 
 // torchForward computes the expected output with torch itself.
@@ -175,19 +241,26 @@ func rowsFor(seed int, n int) [][]float32 {
 	return rows
 }
 
-// The report's python-backend repository, unchanged, served over HTTP: a
-// [2,10] input gives torch's own (2,5) output.
-func TestPythonSeedRepositoryOverHTTP(t *testing.T) {
+// The report's python-backend repository, unchanged, served over HTTP and
+// gRPC: a [2,10] input gives torch's own (2,5) output.
+func TestPythonSeedRepositoryOverHTTPAndGRPC(t *testing.T) {
 	repo := seedRepo(t, "seed-model-repository")
-	base, _, logs := startServer(t, "--model-repository", repo, "--log-verbose=1")
+	base, _, grpcAddr, logs := startServerGRPC(t, true, "--model-repository", repo, "--log-verbose=1")
 	rows := rowsFor(1, 2)
+	want := torchForward(t, filepath.Join(repo, "simple_linear", "1", "model.pt"), rows)
 	got, err := inferJSON(base, rows)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
+		t.Fatalf("HTTP: %v\n%s", err, logs.String())
 	}
-	want := torchForward(t, filepath.Join(repo, "simple_linear", "1", "model.pt"), rows)
 	if !closeTo(got, want, 1e-6) {
-		t.Errorf("got %v, want %v", got, want)
+		t.Errorf("HTTP: got %v, want %v", got, want)
+	}
+	got, err = inferGRPC(grpcAddr, rows)
+	if err != nil {
+		t.Fatalf("gRPC: %v\n%s", err, logs.String())
+	}
+	if !closeTo(got, want, 1e-6) {
+		t.Errorf("gRPC: got %v, want %v", got, want)
 	}
 }
 
