@@ -443,23 +443,17 @@ func openBlob(repo name.Repository, d v1.Descriptor, ropts []remote.Option) (io.
 	return l.Compressed()
 }
 
-// hashingReader hashes everything read through it and remembers the first
-// error of the underlying stream, so a digest mismatch that the inner
-// verifier reports is still classified by our own comparison.
+// hashingReader hashes everything read through it, so that a digest
+// mismatch (which the inner verifier reports only as a read error) is
+// classified by our own comparison and names both digests.
 type hashingReader struct {
-	r   io.Reader
-	h   io.Writer
-	n   int64
-	err error
+	r io.Reader
+	h io.Writer
 }
 
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
 	h.h.Write(p[:n])
-	h.n += int64(n)
-	if err != nil && err != io.EOF && h.err == nil {
-		h.err = err
-	}
 	return n, err
 }
 
