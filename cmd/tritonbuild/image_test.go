@@ -713,8 +713,11 @@ func TestIntegrationImageReproducible(t *testing.T) {
 // the same tree digests (no build path leaks into the trees).
 func TestIntegrationTreesIndependentOfWorkDir(t *testing.T) {
 	b := systemImages(t)
+	// Copy the fixture's checkout, not the live one: the same sources
+	// must give the same trees (its build.yaml names the fixture's store,
+	// which --store overrides).
 	proj := filepath.Join(t.TempDir(), "elsewhere", "checkout")
-	if err := copyProject("../..", proj); err != nil {
+	if err := copyDir(b.proj, proj, "out"); err != nil {
 		t.Fatal(err)
 	}
 	store := filepath.Join(t.TempDir(), "store2")
@@ -724,12 +727,54 @@ func TestIntegrationTreesIndependentOfWorkDir(t *testing.T) {
 	first, second := treeDigests(t, b.store), treeDigests(t, store)
 	for _, node := range []string{"runtime", "tritonserver"} {
 		if first[node] == "" || first[node] != second[node] {
-			t.Errorf("%s: tree digest %q in %s, %q in %s", node, first[node], b.store, second[node], store)
+			t.Errorf("%s: node hash and tree digest %q in %s, %q in %s", node, first[node], b.store, second[node], store)
 		}
 	}
 }
 
-// treeDigests reads name -> tree digest from a store's node manifests.
+// copyDir copies the regular files, symlinks and directories of src to
+// dst, leaving out the top-level entries named in skip.
+func copyDir(src, dst string, skip ...string) error {
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		for _, s := range skip {
+			if rel == s {
+				return filepath.SkipDir
+			}
+		}
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, data, info.Mode().Perm())
+		}
+		return nil
+	})
+}
+
+// treeDigests reads name -> "hash tree-digest" from a store's node
+// manifests.
 func treeDigests(t *testing.T, store string) map[string]string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(store, "nodes", "*", "manifest.json"))
@@ -739,11 +784,14 @@ func treeDigests(t *testing.T, store string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m struct{ Name, Digest string }
+		var m struct{ Name, Hash, Digest string }
 		if err := json.Unmarshal(data, &m); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[m.Name] = m.Digest
+		if m.Hash == "" || m.Digest == "" {
+			t.Fatalf("%s: no hash or digest", f)
+		}
+		out[m.Name] = m.Hash + " " + m.Digest
 	}
 	return out
 }
