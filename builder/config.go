@@ -44,6 +44,10 @@ type Settings struct {
 	RecipesDirs []string `yaml:"recipes_dirs" json:"recipes_dirs,omitempty"`
 	Jobs        Jobs     `yaml:"jobs" json:"jobs,omitempty"`
 	Image       *Image   `yaml:"image" json:"image,omitempty"`
+	// Cache shares built trees through an OCI registry and compiler
+	// output through ccache; Distribute sends compiles to distcc hosts.
+	Cache      CacheSettings      `yaml:"cache" json:"cache,omitempty"`
+	Distribute DistributeSettings `yaml:"distribute" json:"distribute,omitempty"`
 }
 
 // Jobs is the parallelism policy.
@@ -140,6 +144,12 @@ func (c *Config) Resolve(profile string) (Settings, error) {
 	}
 	if p.Jobs.Reserve != 0 {
 		s.Jobs.Reserve = p.Jobs.Reserve
+	}
+	if p.Cache.Registry != "" || p.Cache.Ccache != nil || p.Cache.NoPush || p.Cache.Insecure {
+		s.Cache = p.Cache
+	}
+	if p.Distribute.Distcc != nil {
+		s.Distribute = p.Distribute
 	}
 	if p.Image != nil {
 		img := *p.Image

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -95,6 +96,14 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, targets []string) (
 	ex := executor(p, cmd)
 	ex.Jobs, ex.Until, ex.Targets, ex.KeepWork = f.jobs, f.until, f.targets, f.keepWork
 	ex.Launcher = newLauncher(p)
+	// Trees another machine built come from the binary cache before
+	// anything is built here (a failed pull falls back to building).
+	reg := p.Settings.Cache.Registry
+	if reg != "" {
+		if err := remote.PullPlan(ctxOf(cmd), p.Store, plan.Nodes, reg, remoteOptions(p, cmd)); err != nil {
+			return nil, nil, err
+		}
+	}
 	todo := 0
 	for _, n := range plan.Nodes {
 		if n.Status == builder.StatusBuild {
@@ -111,6 +120,11 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, targets []string) (
 			return p, plan, nil
 		}
 		return nil, nil, err
+	}
+	if reg != "" && !p.Settings.Cache.NoPush && len(f.targets) == 0 && f.until == "" {
+		if _, err := remote.PushPlan(ctxOf(cmd), p.Store, plan.Nodes, reg, remoteOptions(p, cmd)); err != nil {
+			return nil, nil, err
+		}
 	}
 	return p, plan, nil
 }

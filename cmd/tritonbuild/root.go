@@ -44,6 +44,7 @@ assembles OCI images from them.`,
 		newNewCmd(),
 	)
 	addToolchainCommands(root, g)
+	addCacheCommands(root, g)
 	addImageCommands(root, g)
 	return root
 }

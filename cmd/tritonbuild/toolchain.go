@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/remote"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -35,7 +36,23 @@ func planWithJobs(cmd *cobra.Command, p *builder.Project, targets, force []strin
 		jobs = p.Settings.Jobs.Max
 	}
 	builder.AssignJobs(plan, p.Store, host, jobs, p.Settings.Jobs.Reserve)
+	dc, err := p.Settings.Distribute.Config()
+	if err != nil {
+		return nil, err
+	}
+	if jobs == 0 {
+		builder.AddRemoteSlots(plan, dc)
+	}
+	if reg := p.Settings.Cache.Registry; reg != "" {
+		if _, err := remote.Mark(ctxOf(cmd), plan, p.Store, reg, remoteOptions(p, cmd)); err != nil {
+			return nil, err
+		}
+	}
 	return plan, nil
+}
+
+func remoteOptions(p *builder.Project, cmd *cobra.Command) remote.PlanOptions {
+	return remote.PlanOptions{Options: remote.Options{Insecure: p.Settings.Cache.Insecure}, Out: cmd.ErrOrStderr(), BuildOnFailure: true}
 }
 
 func newLauncher(p *builder.Project) builder.LauncherFactory {
@@ -47,7 +64,16 @@ func newLauncher(p *builder.Project) builder.LauncherFactory {
 	if err != nil {
 		return nil
 	}
-	return &builder.MemoryLauncher{Exe: exe, Host: host}
+	base := &builder.MemoryLauncher{Exe: exe, Host: host}
+	dc, err := p.Settings.Distribute.Config()
+	if err != nil {
+		return base
+	}
+	cc := p.Settings.Cache.Ccache.Config(p.Dir)
+	if cc == nil && dc == nil {
+		return base
+	}
+	return &builder.ChainLauncher{Base: base, Ccache: cc, Distcc: dc}
 }
 
 func newLaunchCmd() *cobra.Command {
@@ -87,7 +113,11 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				}
 				nodes = append(nodes, toolchain.NodeNeed{Name: n.Name, DiskBytes: int64(n.Recipe.Disk), MemoryPerJob: int64(n.Recipe.Memory.Compile), Dir: p.Store.Root})
 			}
-			rep, err := toolchain.Doctor(ctxOf(cmd), toolchain.DoctorOptions{Probe: toolchain.ProbeOptions{Dirs: []string{p.Store.Root}}, Nodes: nodes})
+			dc, err := p.Settings.Distribute.Config()
+			if err != nil {
+				return err
+			}
+			rep, err := toolchain.Doctor(ctxOf(cmd), toolchain.DoctorOptions{Probe: toolchain.ProbeOptions{Dirs: []string{p.Store.Root}}, Nodes: nodes, Distcc: dc, Compiler: "cc"})
 			if err != nil {
 				return err
 			}
