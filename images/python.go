@@ -38,6 +38,14 @@ var DefaultPythonExcludes = []string{
 	"torch/bin/*Test", "torch/bin/test_*", "torch/bin/tutorial_*", "torch/test",
 	"torch/include", "torch/share", "torch/testing/_internal", "torch/lib/libcaffe2_*",
 	"numpy/tests", "numpy/*/tests", "numpy/distutils", "numpy/core/include",
+	// Terminal and database modules a server never imports, whose native
+	// libraries (ncurses, readline, Berkeley DB, SQLite) would come along.
+	"curses", "sqlite3", "lib-dynload/_curses*", "lib-dynload/readline.*",
+	"lib-dynload/_dbm.*", "lib-dynload/_sqlite3.*",
+	// Build and tooling parts of numpy and torch.
+	"numpy/f2py", "numpy/array_api", "numpy/typing", "numpy/doc", "numpy/_pyinstaller",
+	"torch/utils/tensorboard", "torch/utils/benchmark",
+	"xmlrpc", "wsgiref", "pydoc.py",
 }
 
 // PythonOptions choose the interpreter an image carries for python-backend

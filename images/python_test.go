@@ -68,7 +68,7 @@ func TestPythonHostPathsSelectsAndExcludes(t *testing.T) {
 	}
 	for _, want := range []string{
 		"usr/bin/python3", "usr/bin/python3.11",
-		"usr/lib/python3.11/os.py", "usr/lib/python3.11/json", "usr/lib/python3.11/__pycache__", "usr/lib/python3.11/lib-dynload",
+		"usr/lib/python3.11/os.py", "usr/lib/python3.11/json", "usr/lib/python3.11/__pycache__", "usr/lib/python3.11/lib-dynload/_json.so",
 		"site/numpy/__init__.py", "site/numpy/core/multiarray.py",
 		"site/six.py", "site/__pycache__/six.cpython-311.pyc",
 		"site/torch/__init__.py", "site/torch/bin/torch_shm_manager", "site/torch/lib/libtorch.so", "site/torch/testing/__init__.py",
@@ -79,6 +79,7 @@ func TestPythonHostPathsSelectsAndExcludes(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"usr/lib/python3.11/test", "usr/lib/python3.11/config-3.11-x86_64",
+		"usr/lib/python3.11/lib-dynload/readline.cpython-311-x86_64-linux-gnu.so",
 		"site/numpy/core/tests", "site/numpy/tests", "site/__pycache__/other.cpython-311.pyc",
 		"site/torch/bin/test_api", "site/torch/bin/TCPStoreTest", "site/torch/lib/libcaffe2_detectron_ops.so",
 		"site/torch/testing/_internal", "site/unrelated",
