@@ -4,7 +4,7 @@
 // help) and `make -q` on an up-to-date Makefile of the same size as the
 // peer, and reports ratios.
 //
-//	go run ./bench/noop [-profile system] [-runs 15]
+//	go run ./bench/noop [-profile system] [-runs 15] [-store DIR]
 //
 // The first run builds whatever is not cached yet (timed, not counted).
 package main
@@ -23,14 +23,15 @@ func main() {
 	profile := flag.String("profile", "system", "build.yaml profile")
 	runs := flag.Int("runs", 15, "timed runs per command")
 	root := flag.String("root", ".", "project root (holds build.yaml)")
+	store := flag.String("store", "", "store directory (default: build.yaml's)")
 	flag.Parse()
-	if err := run(*root, *profile, *runs); err != nil {
+	if err := run(*root, *profile, *store, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "noop:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, profile string, runs int) error {
+func run(root, profile, store string, runs int) error {
 	tmp, err := os.MkdirTemp("", "noop-bench")
 	if err != nil {
 		return err
@@ -43,6 +44,9 @@ func run(root, profile string, runs int) error {
 		return fmt.Errorf("building tritonbuild: %v\n%s", err, out)
 	}
 	all := []string{"all", "--profile", profile}
+	if store != "" {
+		all = append(all, "--store", store)
+	}
 	start := time.Now()
 	first := exec.Command(bin, all...)
 	first.Dir, first.Stdout, first.Stderr = root, os.Stderr, os.Stderr
