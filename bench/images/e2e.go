@@ -66,7 +66,7 @@ func runE2E(ctx context.Context, work string, o e2eOptions) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		steps = append(steps, stepTime{name, time.Since(t0)})
-		fmt.Printf("  %-46s %8.2fs\n", name, time.Since(t0).Seconds())
+		fmt.Printf("  %-54s %8.2fs\n", name, time.Since(t0).Seconds())
 		return nil
 	}
 	tb := filepath.Join(proj, "out", "bin", "tritonbuild")
@@ -137,7 +137,7 @@ func runE2E(ctx context.Context, work string, o e2eOptions) error {
 			total += s.d
 		}
 	}
-	fmt.Printf("  %-46s %8.2fs\n", "total: make all + docker load + first inference", total.Seconds())
+	fmt.Printf("  %-54s %8.2fs\n", "total: make all + docker load + first inference", total.Seconds())
 	size, _ := exec.Command("docker", "image", "inspect", "--format", "{{.Size}}", loaded).Output()
 	fmt.Printf("serving image (make all): %s; docker reports %s bytes\n", sizeLine(allOut), strings.TrimSpace(string(size)))
 	fmt.Printf("  cached re-assembly printed: %s\n", assembledLine(imgOut))
