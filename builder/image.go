@@ -202,6 +202,17 @@ func imageKey(trees []images.Tree, req ImageRequest, epoch time.Time) (string, e
 		hashes = append(hashes, t.Name+"="+t.Hash)
 	}
 	in["trees"] = hashes
+	// The scratch base and --python copy host files (shared libraries, the
+	// interpreter): an upgrade of the host's packages must not leave a
+	// stale image behind as "unchanged". The package database changes with
+	// every install or upgrade.
+	if req.Base == "" || req.Base == "scratch" {
+		for _, f := range []string{"/var/lib/dpkg/status", "/etc/ld.so.cache"} {
+			if st, err := os.Stat(f); err == nil {
+				in["host:"+f] = strconv.FormatInt(st.Size(), 10) + "@" + strconv.FormatInt(st.ModTime().UnixNano(), 10)
+			}
+		}
+	}
 	if req.ModelRepository != "" {
 		h, err := hashModelDir(req.ModelRepository)
 		if err != nil {

@@ -204,6 +204,11 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if in.closed {
 		return nil, backend.Errorf(backend.Unavailable, "python model %q instance %d is unloaded", in.spec.Name, in.idx)
 	}
+	// A caller that already gave up gets its answer without costing the
+	// stub a batch.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	resps := make([]*backend.Response, len(reqs))
 	// Lay the inputs out: offsets first, so the region grows at most once.
 	sent := make([]int, 0, len(reqs)) // indexes of requests that go to the stub
