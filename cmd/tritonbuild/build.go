@@ -57,11 +57,7 @@ func newFetchCmd(g *globals) *cobra.Command {
 		Use:   "fetch [NAME...]",
 		Short: "Download the sources of NAMEs (default: the targets' closure) into the source cache",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			p, plan, err := g.openPlan(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -152,11 +148,7 @@ func newInstallCmd(g *globals) *cobra.Command {
 		Use:   "install [NAME...]",
 		Short: "Lay the closure of NAMEs (default: the targets) into one prefix",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			p, plan, err := g.openPlan(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -192,11 +184,7 @@ func newLogsCmd(g *globals) *cobra.Command {
 		Short: "Print the step logs of NAME's latest build attempt",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			p, plan, err := g.openPlan(cmd, args)
 			if err != nil {
 				return err
 			}

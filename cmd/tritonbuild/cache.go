@@ -22,11 +22,7 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 		Short: "Upload the store's trees of NAMEs (default: the targets' closure) that REF does not hold",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args[1:], nil)
+			p, plan, err := g.openPlan(cmd, args[1:])
 			if err != nil {
 				return err
 			}
@@ -43,11 +39,7 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 		Short: "Fill the store with the trees of NAMEs (default: the targets' closure) that REF holds, verified",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args[1:], nil)
+			p, plan, err := g.openPlan(cmd, args[1:])
 			if err != nil {
 				return err
 			}

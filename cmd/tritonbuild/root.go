@@ -71,6 +71,20 @@ func (g *globals) open() (*builder.Project, error) {
 	})
 }
 
+// openPlan opens the project and plans targets (default: build.yaml's),
+// the first two steps of most commands.
+func (g *globals) openPlan(cmd *cobra.Command, targets []string) (*builder.Project, *builder.Plan, error) {
+	p, err := g.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := p.Plan(ctxOf(cmd), targets, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, plan, nil
+}
+
 // executor wires the library's executor to the terminal.
 func executor(p *builder.Project, cmd *cobra.Command) *builder.Executor {
 	errOut := cmd.ErrOrStderr()

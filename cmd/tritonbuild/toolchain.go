@@ -98,11 +98,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Use:   "doctor [NAME...]",
 		Short: "Check this machine for the planned build: tools, memory per job, disk",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.open()
-			if err != nil {
-				return err
-			}
-			plan, err := p.Plan(ctxOf(cmd), args, nil)
+			p, plan, err := g.openPlan(cmd, args)
 			if err != nil {
 				return err
 			}
