@@ -9,6 +9,7 @@ package backend
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 )
 
@@ -48,6 +49,22 @@ func (d DataType) Size() int {
 		return 8
 	}
 	return 0
+}
+
+// AppendUint appends the low d.Size() bytes of v to b in the tensor data
+// layout (little-endian): the encoding of one integer element of d, signed
+// ones passed as their two's complement. Types other than 1, 2 or 4 bytes
+// get all 8 bytes, so callers pass only fixed-size integer types.
+func (d DataType) AppendUint(b []byte, v uint64) []byte {
+	switch d.Size() {
+	case 1:
+		return append(b, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(b, v)
 }
 
 // Valid reports whether d is one of the wire data types.

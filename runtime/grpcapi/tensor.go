@@ -93,7 +93,7 @@ func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]b
 			if int64(v) < lo || int64(v) > hi {
 				return nil, rangeErr(int64(v))
 			}
-			out = appendUint(out, uint64(v), size)
+			out = dt.AppendUint(out, uint64(v))
 		}
 	case backend.Int64:
 		vals := c.GetInt64Contents()
@@ -112,7 +112,7 @@ func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]b
 			if uint64(v) > hi {
 				return nil, rangeErr(int64(v))
 			}
-			out = appendUint(out, uint64(v), size)
+			out = dt.AppendUint(out, uint64(v))
 		}
 	case backend.Uint64:
 		vals := c.GetUint64Contents()
@@ -157,18 +157,6 @@ func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]b
 		return nil, backend.Errorf(backend.InvalidArg, "input '%s' of datatype %s has %d values in contents fields of other datatypes", name, dt, other)
 	}
 	return out, nil
-}
-
-func appendUint(out []byte, v uint64, size int) []byte {
-	switch size {
-	case 1:
-		return append(out, byte(v))
-	case 2:
-		return binary.LittleEndian.AppendUint16(out, uint16(v))
-	case 4:
-		return binary.LittleEndian.AppendUint32(out, uint32(v))
-	}
-	return binary.LittleEndian.AppendUint64(out, v)
 }
 
 // encodeResponse renders the outputs the request asked for (all, in the

@@ -10,91 +10,29 @@ package grpcapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/torchtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
-// makeModelScript writes simple_linear as the report's make_model.py does
-// (nn.Linear(10, 5), seed 0, traced) when that script cannot be found.
-const makeModelScript = `
-import sys, torch, torch.nn as nn
-class SimpleLinear(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(10, 5)
-    def forward(self, x):
-        return self.linear(x)
-torch.manual_seed(0)
-torch.jit.trace(SimpleLinear().eval(), torch.randn(1, 10)).save(sys.argv[1])
-`
-
-// referenceScript prints the TorchScript module's forward on a JSON input.
-const referenceScript = `
-import sys, json, torch
-m = torch.jit.load(sys.argv[1])
-x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
-print(json.dumps(m(x).detach().reshape(-1).tolist()))
-`
-
-func torchPython(t *testing.T) string {
-	py := os.Getenv("TBTORCH_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		t.Fatalf("%s cannot import torch (install python3-torch or set TBTORCH_PYTHON): %v", py, err)
-	}
-	return py
-}
-
-// findMakeModel looks for the report's make_model.py: $TRITONBUILD_SHARED,
-// then shared/examples/ in any parent directory.
-func findMakeModel() string {
-	if d := os.Getenv("TRITONBUILD_SHARED"); d != "" {
-		return filepath.Join(d, "examples", "make_model.py")
-	}
-	dir, _ := os.Getwd()
-	for dir != "/" && dir != "." {
-		p := filepath.Join(dir, "shared", "examples", "make_model.py")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		dir = filepath.Dir(dir)
-	}
-	return ""
-}
-
 func TestTorchSimpleLinearGRPC(t *testing.T) {
-	py := torchPython(t)
-	root := t.TempDir()
-	vdir := filepath.Join(root, "simple_linear", "1")
-	if err := os.MkdirAll(vdir, 0o755); err != nil {
+	py, err := torchtest.Python(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
-	modelPath := filepath.Join(vdir, "model.pt")
-	cmd := exec.Command(py, "-c", makeModelScript, modelPath)
-	if script := findMakeModel(); script != "" {
-		cmd = exec.Command(py, script, modelPath)
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("writing model.pt: %v\n%s", err, out)
-	}
+	root := t.TempDir()
 	cfg := `
 name: "simple_linear"
 platform: "pytorch_libtorch"
@@ -104,7 +42,8 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 dynamic_batching { max_queue_delay_microseconds: 500 }
 instance_group [{ kind: KIND_CPU count: 2 }]
 `
-	if err := os.WriteFile(filepath.Join(root, "simple_linear", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	mgr, err := repository.New(repository.Options{
@@ -147,14 +86,9 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 	for r := range nested {
 		nested[r] = x[10*r : 10*r+10]
 	}
-	arg, _ := json.Marshal(nested)
-	out, err := exec.Command(py, "-c", referenceScript, modelPath, string(arg)).Output()
+	want, err := torchtest.Reference(t.Context(), py, modelPath, nested)
 	if err != nil {
 		t.Fatalf("reference: %v", err)
-	}
-	var want []float64
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
 	}
 	check := func(what string, got []float32) {
 		t.Helper()

@@ -123,30 +123,18 @@ func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
 		if err != nil {
 			return nil, tokenError("expected an unsigned integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
 		}
-		return appendUint(out, v, dt.Size()), nil
+		return dt.AppendUint(out, v), nil
 	case backend.Int8, backend.Int16, backend.Int32, backend.Int64:
 		bits := dt.Size() * 8
 		v, err := strconv.ParseInt(s, 10, bits)
 		if err != nil {
 			return nil, tokenError("expected an integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
 		}
-		return appendUint(out, uint64(v), dt.Size()), nil
+		return dt.AppendUint(out, uint64(v)), nil
 	case backend.Bytes:
 		return nil, tokenError("expected a string, got " + strconv.Quote(s))
 	}
 	return nil, tokenError("unsupported datatype " + string(dt))
-}
-
-func appendUint(out []byte, v uint64, size int) []byte {
-	switch size {
-	case 1:
-		return append(out, byte(v))
-	case 2:
-		return binary.LittleEndian.AppendUint16(out, uint16(v))
-	case 4:
-		return binary.LittleEndian.AppendUint32(out, uint32(v))
-	}
-	return binary.LittleEndian.AppendUint64(out, v)
 }
 
 // appendData renders tensor data as a flat JSON array (Triton's responses

@@ -16,85 +16,21 @@ import (
 	"fmt"
 	"math"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/torchtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
-// makeModelScript writes simple_linear the way the report's make_model.py
-// does (nn.Linear(10, 5), seed 0, traced) when that script cannot be found.
-const makeModelScript = `
-import sys, torch, torch.nn as nn
-class SimpleLinear(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(10, 5)
-    def forward(self, x):
-        return self.linear(x)
-torch.manual_seed(0)
-model = SimpleLinear().eval()
-torch.jit.trace(model, torch.randn(1, 10)).save(sys.argv[1])
-`
-
-// referenceScript prints the TorchScript module's forward on a JSON input.
-const referenceScript = `
-import sys, json, torch
-m = torch.jit.load(sys.argv[1])
-x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
-print(json.dumps(m(x).detach().reshape(-1).tolist()))
-`
-
-func torchPython(t *testing.T) string {
-	py := os.Getenv("TBTORCH_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		t.Fatalf("%s cannot import torch (install python3-torch or set TBTORCH_PYTHON): %v", py, err)
-	}
-	return py
-}
-
-// findMakeModel looks for the report's make_model.py: $TRITONBUILD_SHARED,
-// then shared/examples/ in any parent directory.
-func findMakeModel() string {
-	if d := os.Getenv("TRITONBUILD_SHARED"); d != "" {
-		return filepath.Join(d, "examples", "make_model.py")
-	}
-	dir, _ := os.Getwd()
-	for dir != "/" && dir != "." {
-		p := filepath.Join(dir, "shared", "examples", "make_model.py")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		dir = filepath.Dir(dir)
-	}
-	return ""
-}
-
 func TestTorchSimpleLinearEndToEnd(t *testing.T) {
-	py := torchPython(t)
-	root := t.TempDir()
-	vdir := filepath.Join(root, "simple_linear", "1")
-	if err := os.MkdirAll(vdir, 0o755); err != nil {
+	py, err := torchtest.Python(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
-	modelPath := filepath.Join(vdir, "model.pt")
-	var cmd *exec.Cmd
-	if script := findMakeModel(); script != "" {
-		cmd = exec.Command(py, script, modelPath)
-	} else {
-		cmd = exec.Command(py, "-c", makeModelScript, modelPath)
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("writing model.pt: %v\n%s", err, out)
-	}
+	root := t.TempDir()
 	cfg := `
 name: "simple_linear"
 platform: "pytorch_libtorch"
@@ -104,7 +40,8 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 dynamic_batching { preferred_batch_size: [ 4, 8, 16 ] max_queue_delay_microseconds: 1000 }
 instance_group [{ kind: KIND_CPU count: 2 }]
 `
-	if err := os.WriteFile(filepath.Join(root, "simple_linear", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	mgr, err := repository.New(repository.Options{
@@ -130,13 +67,12 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 		}
 	}
 	xj, _ := json.Marshal(x)
-	out, err := exec.Command(py, "-c", referenceScript, modelPath, string(xj)).Output()
+	want, err := torchtest.Reference(t.Context(), py, modelPath, x)
 	if err != nil {
 		t.Fatalf("reference forward: %v", err)
 	}
-	var want []float64
-	if err := json.Unmarshal(out, &want); err != nil || len(want) != 10 {
-		t.Fatalf("reference output %q: %v", out, err)
+	if len(want) != 10 {
+		t.Fatalf("reference output has %d values, want 10", len(want))
 	}
 	check := func(kind string, got []float32) {
 		if len(got) != len(want) {

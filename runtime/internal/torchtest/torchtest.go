@@ -1,0 +1,128 @@
+// Package torchtest prepares the report's simple_linear TorchScript model
+// (nn.Linear(10, 5), seed 0, traced) and computes its reference forward
+// with the distribution's torch, for the frontends' libtorch end-to-end
+// tests. It only runs a Python interpreter as a subprocess and never links
+// libtorch, so it builds everywhere, with or without cgo.
+package torchtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// DefaultPython is the interpreter that has torch on the CI machine (the
+// distribution's python3-torch); python3 on PATH may be another one.
+const DefaultPython = "/usr/bin/python3"
+
+// MakeModelScript writes simple_linear to sys.argv[1] the way the report's
+// make_model.py does. It is the fallback when that script cannot be found.
+const MakeModelScript = `
+import sys, torch, torch.nn as nn
+class SimpleLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(10, 5)
+    def forward(self, x):
+        return self.linear(x)
+torch.manual_seed(0)
+torch.jit.trace(SimpleLinear().eval(), torch.randn(1, 10)).save(sys.argv[1])
+`
+
+// ReferenceScript prints the flattened forward of the TorchScript module
+// sys.argv[1] on the JSON FP32 input sys.argv[2], as a JSON array.
+const ReferenceScript = `
+import sys, json, torch
+m = torch.jit.load(sys.argv[1])
+x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32)
+print(json.dumps(m(x).detach().reshape(-1).tolist()))
+`
+
+// Python returns the interpreter to use ($TBTORCH_PYTHON, else
+// DefaultPython) after checking that it can import torch.
+func Python(ctx context.Context) (string, error) {
+	py := os.Getenv("TBTORCH_PYTHON")
+	if py == "" {
+		py = DefaultPython
+	}
+	if err := exec.CommandContext(ctx, py, "-c", "import torch").Run(); err != nil {
+		return "", fmt.Errorf("%s cannot import torch (install python3-torch or set TBTORCH_PYTHON): %w", py, err)
+	}
+	return py, nil
+}
+
+// FindMakeModel returns the report's make_model.py: under
+// $TRITONBUILD_SHARED/examples when that is set, else shared/examples/ in
+// the working directory or any parent. It returns "" when there is none, so
+// that callers fall back to MakeModelScript.
+func FindMakeModel() string {
+	if d := os.Getenv("TRITONBUILD_SHARED"); d != "" {
+		return filepath.Join(d, "examples", "make_model.py")
+	}
+	dir, _ := os.Getwd()
+	for dir != "/" && dir != "." {
+		p := filepath.Join(dir, "shared", "examples", "make_model.py")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
+}
+
+// WriteSimpleLinear writes simple_linear's model.pt to path with py,
+// preferring the report's own make_model.py over MakeModelScript.
+func WriteSimpleLinear(ctx context.Context, py, path string) error {
+	cmd := exec.CommandContext(ctx, py, "-c", MakeModelScript, path)
+	if script := FindMakeModel(); script != "" {
+		cmd = exec.CommandContext(ctx, py, script, path)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("writing %s with %s: %w\n%s", path, py, err, out)
+	}
+	return nil
+}
+
+// Reference returns torch's own forward of the TorchScript module at
+// modelPath on rows (one slice per batch row), flattened row-major.
+func Reference(ctx context.Context, py, modelPath string, rows [][]float32) ([]float64, error) {
+	arg, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("encoding reference input: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, py, "-c", ReferenceScript, modelPath, string(arg)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("reference forward of %s with %s: %w\n%s", modelPath, py, err, ee.Stderr)
+		}
+		return nil, fmt.Errorf("reference forward of %s with %s: %w", modelPath, py, err)
+	}
+	var want []float64
+	if err := json.Unmarshal(out, &want); err != nil {
+		return nil, fmt.Errorf("reference output %q of %s: %w", out, modelPath, err)
+	}
+	return want, nil
+}
+
+// WriteRepository lays out a model repository at root holding
+// simple_linear with the given config.pbtxt text and version 1's model.pt
+// written by WriteSimpleLinear, and returns that model.pt's path.
+func WriteRepository(ctx context.Context, py, root, config string) (string, error) {
+	vdir := filepath.Join(root, "simple_linear", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		return "", fmt.Errorf("creating simple_linear: %w", err)
+	}
+	modelPath := filepath.Join(vdir, "model.pt")
+	if err := WriteSimpleLinear(ctx, py, modelPath); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(root, "simple_linear", "config.pbtxt"), []byte(config), 0o644); err != nil {
+		return "", fmt.Errorf("writing simple_linear's config.pbtxt: %w", err)
+	}
+	return modelPath, nil
+}
