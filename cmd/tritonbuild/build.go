@@ -26,7 +26,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			plan, err := planWithJobs(cmd, p, args, force)
+			plan, err := g.planWithJobs(cmd, p, args, force)
 			if err != nil {
 				return err
 			}
@@ -85,13 +85,17 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, targets []string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, err := planWithJobs(cmd, p, targets, f.force)
+	plan, err := g.planWithJobs(cmd, p, targets, f.force)
 	if err != nil {
 		return nil, nil, err
 	}
 	ex := executor(p, cmd)
 	ex.Jobs, ex.Until, ex.Targets, ex.KeepWork = f.jobs, f.until, f.targets, f.keepWork
-	ex.Launcher = newLauncher(p)
+	host, err := g.host(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	ex.Launcher = newLauncher(p, host)
 	// Trees another machine built come from the binary cache before
 	// anything is built here (a failed pull falls back to building).
 	reg := p.Settings.Cache.Registry

@@ -11,6 +11,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/recipes"
+	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
 // globals are the flags every command shares.
@@ -19,6 +20,20 @@ type globals struct {
 	profile string
 	recipes []string
 	store   string
+	// probed is the host probe, taken once per command: planning and the
+	// launcher both need it.
+	probed *toolchain.Host
+}
+
+func (g *globals) host(cmd *cobra.Command) (*toolchain.Host, error) {
+	if g.probed == nil {
+		h, err := toolchain.Probe(ctxOf(cmd), toolchain.ProbeOptions{Tools: []string{}})
+		if err != nil {
+			return nil, err
+		}
+		g.probed = h
+	}
+	return g.probed, nil
 }
 
 func newRoot() *cobra.Command {

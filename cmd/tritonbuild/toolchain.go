@@ -19,12 +19,12 @@ func addToolchainCommands(root *cobra.Command, g *globals) {
 }
 
 // planWithJobs plans and annotates build nodes with their job counts.
-func planWithJobs(cmd *cobra.Command, p *builder.Project, targets, force []string) (*builder.Plan, error) {
+func (g *globals) planWithJobs(cmd *cobra.Command, p *builder.Project, targets, force []string) (*builder.Plan, error) {
 	plan, err := p.Plan(ctxOf(cmd), targets, force)
 	if err != nil {
 		return nil, err
 	}
-	host, err := toolchain.Probe(ctxOf(cmd), toolchain.ProbeOptions{Tools: []string{}})
+	host, err := g.host(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +55,8 @@ func remoteOptions(p *builder.Project, cmd *cobra.Command) remote.PlanOptions {
 	return remote.PlanOptions{Options: remote.Options{Insecure: p.Settings.Cache.Insecure}, Out: cmd.ErrOrStderr(), BuildOnFailure: true}
 }
 
-func newLauncher(p *builder.Project) builder.LauncherFactory {
+func newLauncher(p *builder.Project, host *toolchain.Host) builder.LauncherFactory {
 	exe, err := os.Executable()
-	if err != nil {
-		return nil
-	}
-	host, err := toolchain.Probe(nil, toolchain.ProbeOptions{Tools: []string{}})
 	if err != nil {
 		return nil
 	}
