@@ -3,7 +3,14 @@
 // once with builder/extract and once with `xz -T0 -dc FILE | tar -x`,
 // alternating which goes first, and the medians and their ratio are printed.
 // With -decode-only it compares decoding to /dev/null instead
-// (builder/extract/xzpar against `xz -T0 -dc`).
+// (builder/extract/xzpar against `xz -T0 -dc`). tritonbuild decodes block
+// bodies with liblzma when built with cgo; -pure-go adds a third contender
+// that uses the pure-Go decoder, to show what the cgo path buys.
+//
+// The disk is a third party: on the VMs here, writeback and ext4 discards
+// of earlier rounds slowed later rounds of both sides 2-10x, so the figures
+// in docs/performance.md extract into tmpfs (-workdir /dev/shm/...), which
+// leaves decoding and file creation, the work the two sides do.
 //
 // Usage:
 //
@@ -20,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,6 +41,8 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs both extractors once")
 	workdir := flag.String("workdir", "", "scratch directory for extracted trees (default: a temp dir)")
 	decodeOnly := flag.Bool("decode-only", false, "compare decoding to /dev/null instead of extracting")
+	pureGo := flag.Bool("pure-go", false, "also run tritonbuild with the pure-Go LZMA2 decoder")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of tritonbuild's runs to this file")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: xzbench [flags] FILE.tar.xz\n")
 		flag.PrintDefaults()
@@ -42,13 +52,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *workdir, *rounds, *decodeOnly); err != nil {
+	if err := run(flag.Arg(0), *workdir, *rounds, *decodeOnly, *pureGo, *cpuProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "xzbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(archive, workdir string, rounds int, decodeOnly bool) error {
+func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile string) error {
 	ctx := context.Background()
 	if workdir == "" {
 		d, err := os.MkdirTemp("", "xzbench-")
@@ -69,11 +79,13 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 	// load is printed with the figures.
 	fmt.Printf("load average at the start: %s\n", loadavg())
 
-	ours := func(dest string) error {
-		if decodeOnly {
-			return decodeOurs(ctx, archive)
+	ours := func(pure bool) func(dest string) error {
+		return func(dest string) error {
+			if decodeOnly {
+				return decodeOurs(ctx, archive, pure)
+			}
+			return extract.Archive(ctx, archive, dest, extract.Options{PureGoXZ: pure})
 		}
-		return extract.Archive(ctx, archive, dest, extract.Options{})
 	}
 	peer := func(dest string) error {
 		if decodeOnly {
@@ -94,46 +106,68 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 		cmd.Stderr = os.Stderr
 		return cmd.Run()
 	}
-
-	var tOurs, tPeer, cOurs, cPeer []time.Duration
-	for i := 0; i < rounds; i++ {
-		order := []string{"tritonbuild", "xz|tar"}
-		if i%2 == 1 {
-			order = []string{"xz|tar", "tritonbuild"}
+	type contender struct {
+		name      string
+		run       func(dest string) error
+		child     bool // CPU time is the waited-for children's
+		wall, cpu []time.Duration
+	}
+	cs := []*contender{{name: "tritonbuild", run: ours(false)}, {name: "xz|tar", run: peer, child: true}}
+	if pureGo {
+		cs = append(cs, &contender{name: "pure-go", run: ours(true)})
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
 		}
-		for _, who := range order {
-			dest := filepath.Join(workdir, fmt.Sprintf("r%d-%s", i, map[string]string{"tritonbuild": "ours", "xz|tar": "peer"}[who]))
+		defer f.Close()
+		run, profiled := cs[0].run, false
+		cs[0].run = func(dest string) error {
+			// One profile per file: only the first round is profiled.
+			if profiled {
+				return run(dest)
+			}
+			profiled = true
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+			return run(dest)
+		}
+	}
+
+	for i := 0; i < rounds; i++ {
+		// Rotate who goes first so that drift in the machine's speed
+		// falls on every side.
+		order := append(slices.Clone(cs[i%len(cs):]), cs[:i%len(cs)]...)
+		for ci, c := range order {
+			dest := filepath.Join(workdir, fmt.Sprintf("r%d-%d", i, ci))
 			// Flush earlier rounds' dirty pages so that neither side pays
 			// for the other's writeback.
 			exec.Command("sync").Run()
 			// CPU time (user+sys) is printed beside wall time: it is
 			// much less sensitive to other load on the machine.
-			selfBefore, childBefore := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
-			start := time.Now()
-			var err error
-			if who == "tritonbuild" {
-				err = ours(dest)
-			} else {
-				err = peer(dest)
+			who := syscall.RUSAGE_SELF
+			if c.child {
+				who = syscall.RUSAGE_CHILDREN
 			}
+			before := cpuTime(who)
+			start := time.Now()
+			err := c.run(dest)
 			d := time.Since(start)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", i+1, who, err)
+				return fmt.Errorf("round %d, %s: %w", i+1, c.name, err)
 			}
-			var cpu time.Duration
-			if who == "tritonbuild" {
-				cpu = cpuTime(syscall.RUSAGE_SELF) - selfBefore
-				tOurs, cOurs = append(tOurs, d), append(cOurs, cpu)
-			} else {
-				cpu = cpuTime(syscall.RUSAGE_CHILDREN) - childBefore
-				tPeer, cPeer = append(tPeer, d), append(cPeer, cpu)
-			}
-			fmt.Printf("round %d  %-12s %7.2fs wall %7.2fs cpu\n", i+1, who, d.Seconds(), cpu.Seconds())
+			cpu := cpuTime(who) - before
+			c.wall, c.cpu = append(c.wall, d), append(c.cpu, cpu)
+			fmt.Printf("round %d  %-12s %7.2fs wall %7.2fs cpu\n", i+1, c.name, d.Seconds(), cpu.Seconds())
 			if err := os.RemoveAll(dest); err != nil {
 				return err
 			}
 		}
 	}
+	tOurs, cOurs, tPeer, cPeer := cs[0].wall, cs[0].cpu, cs[1].wall, cs[1].cpu
 	mo, mp := median(tOurs), median(tPeer)
 	peerName := "xz -T0 -dc | tar -x"
 	if decodeOnly {
@@ -145,10 +179,16 @@ func run(archive, workdir string, rounds int, decodeOnly bool) error {
 	co, cp := median(cOurs), median(cPeer)
 	fmt.Printf("median cpu:  tritonbuild %.2fs, %s %.2fs, ratio %.2fx\n",
 		co.Seconds(), peerName, cp.Seconds(), co.Seconds()/cp.Seconds())
+	if pureGo {
+		c := cs[2]
+		fmt.Printf("pure-Go decoder: median wall %.2fs (%.2fx of the peer), cpu %.2fs (%.2fx)\n",
+			median(c.wall).Seconds(), median(c.wall).Seconds()/mp.Seconds(),
+			median(c.cpu).Seconds(), median(c.cpu).Seconds()/cp.Seconds())
+	}
 	return nil
 }
 
-func decodeOurs(ctx context.Context, archive string) error {
+func decodeOurs(ctx context.Context, archive string, pureGo bool) error {
 	f, err := os.Open(archive)
 	if err != nil {
 		return err
@@ -158,7 +198,7 @@ func decodeOurs(ctx context.Context, archive string) error {
 	if err != nil {
 		return err
 	}
-	r, err := xzpar.NewDecoder(ctx, f, st.Size(), xzpar.Options{})
+	r, err := xzpar.NewDecoder(ctx, f, st.Size(), xzpar.Options{PureGo: pureGo})
 	if err != nil {
 		return err
 	}

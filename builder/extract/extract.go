@@ -84,6 +84,9 @@ type Options struct {
 	Progress func(done, total int64)
 	// Workers bounds parallel xz decoding; 0 means GOMAXPROCS.
 	Workers int
+	// PureGoXZ decodes .xz blocks with the pure-Go decoder even when
+	// liblzma is linked in (benchmarks compare the two).
+	PureGoXZ bool
 	// Name is used for the archive in error messages when extracting from
 	// a reader (Archive uses the path). Empty means "<stream>".
 	Name string
@@ -182,6 +185,7 @@ func Archive(ctx context.Context, archivePath, destDir string, opts Options) err
 			dec, err := xzpar.NewDecoder(ctx, f, size, xzpar.Options{
 				Workers:  opts.Workers,
 				Progress: progressFunc(opts.Progress, size),
+				PureGo:   opts.PureGoXZ,
 			})
 			if err != nil {
 				return fmt.Errorf("extracting %s: %w", archivePath, err)

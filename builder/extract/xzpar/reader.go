@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"hash/crc64"
 	"io"
 	"runtime"
 	"sync"
 
+	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar/liblzma"
 	"github.com/ulikunitz/xz/lzma"
 )
 
@@ -40,6 +40,10 @@ type Options struct {
 	// a block has been handed out completely, with the file offset where
 	// that block ends. It must be quick.
 	Progress func(compressedDone int64)
+	// PureGo decodes block bodies with github.com/ulikunitz/xz/lzma even
+	// when liblzma is linked in (see package liblzma); tests and the
+	// benchmark use it to compare the two.
+	PureGo bool
 }
 
 func (o Options) workers() int {
@@ -261,6 +265,8 @@ func (rd *Reader) dispatch(queue chan<- int) {
 
 func (rd *Reader) work(queue <-chan int) {
 	defer rd.wg.Done()
+	dec := newBlockDecoder(rd.opts.PureGo)
+	defer dec.close()
 	var comp []byte
 	for i := range queue {
 		j := &rd.jobs[i]
@@ -274,7 +280,7 @@ func (rd *Reader) work(queue <-chan int) {
 		}
 		buf = buf[:j.UncompressedSize]
 		var err error
-		comp, err = rd.decode(j, buf, comp)
+		comp, err = rd.decode(dec, j, buf, comp)
 		if err != nil {
 			var cbe *CorruptBlockError
 			if !errors.As(err, &cbe) && rd.ctx.Err() == nil {
@@ -285,12 +291,9 @@ func (rd *Reader) work(queue <-chan int) {
 	}
 }
 
-// decodeStep is how much output is produced between context checks.
-const decodeStep = 4 << 20
-
 // decode fills out with block j's data and verifies sizes and check. comp
 // is a reusable buffer for the block's compressed bytes.
-func (rd *Reader) decode(j *job, out, comp []byte) ([]byte, error) {
+func (rd *Reader) decode(dec blockDecoder, j *job, out, comp []byte) ([]byte, error) {
 	padded := (j.UnpaddedSize + 3) &^ 3
 	if int64(cap(comp)) < padded {
 		comp = make([]byte, padded)
@@ -310,47 +313,14 @@ func (rd *Reader) decode(j *job, out, comp []byte) ([]byte, error) {
 	}
 	sum := comp[padded-int64(j.Check.Size()):]
 
-	src := bytes.NewReader(data)
-	dec, err := lzma.Reader2Config{DictCap: j.dictCap}.NewReader2(src)
-	if err != nil {
-		return comp, fmt.Errorf("LZMA2 decoder: %w", err)
-	}
-	for off := 0; off < len(out); {
-		if err := rd.ctx.Err(); err != nil {
-			return comp, err
-		}
-		end := off + decodeStep
-		if end > len(out) {
-			end = len(out)
-		}
-		n, err := io.ReadFull(dec, out[off:end])
-		off += n
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return comp, fmt.Errorf("data ends after %d of %d uncompressed bytes", off, len(out))
-			}
-			return comp, fmt.Errorf("LZMA2 data: %w", err)
-		}
-	}
-	// The LZMA2 data must end exactly here: an end marker, and no
-	// compressed bytes left over.
-	var extra [1]byte
-	if n, err := dec.Read(extra[:]); n != 0 || err != io.EOF {
-		if err != nil && err != io.EOF {
-			return comp, fmt.Errorf("LZMA2 data after %d bytes: %w", len(out), err)
-		}
-		return comp, fmt.Errorf("block decodes to more than the %d bytes the index records", len(out))
-	}
-	if src.Len() != 0 {
-		return comp, fmt.Errorf("%d compressed bytes left after the LZMA2 end marker", src.Len())
+	if err := dec.decode(rd.ctx, data, j.dictCap, out); err != nil {
+		return comp, err
 	}
 	if err := verifyCheck(j.Check, out, sum); err != nil {
 		return comp, err
 	}
 	return comp, nil
 }
-
-var crc64Table = crc64.MakeTable(crc64.ECMA)
 
 func verifyCheck(c CheckType, data, want []byte) error {
 	var got []byte
@@ -360,7 +330,7 @@ func verifyCheck(c CheckType, data, want []byte) error {
 	case CheckCRC32:
 		got = binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(data))
 	case CheckCRC64:
-		got = binary.LittleEndian.AppendUint64(nil, crc64.Checksum(data, crc64Table))
+		got = binary.LittleEndian.AppendUint64(nil, liblzma.CRC64(data))
 	case CheckSHA256:
 		s := sha256.Sum256(data)
 		got = s[:]

@@ -118,12 +118,14 @@ func TestParallelMatchesXZ(t *testing.T) {
 			if !bytes.Equal(want, data) {
 				t.Fatal("xz itself did not round-trip the sample")
 			}
-			got, r := decodeParallel(t, xzData, Options{})
-			if r.Blocks() < 2 {
-				t.Fatalf("fixture has %d blocks, want several", r.Blocks())
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("decoded %d bytes differ from xz -dc's %d bytes", len(got), len(want))
+			for _, pure := range []bool{false, true} {
+				got, r := decodeParallel(t, xzData, Options{PureGo: pure})
+				if r.Blocks() < 2 {
+					t.Fatalf("fixture has %d blocks, want several", r.Blocks())
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("PureGo=%v: decoded %d bytes differ from xz -dc's %d bytes", pure, len(got), len(want))
+				}
 			}
 		})
 	}
@@ -286,12 +288,16 @@ func TestCorruptBlockNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []int{3, len(idx.Blocks)} {
+	for _, tc := range []struct {
+		target int
+		pure   bool
+	}{{3, false}, {len(idx.Blocks), false}, {3, true}, {len(idx.Blocks), true}} {
+		target := tc.target
 		b := idx.Blocks[target-1]
 		bad := bytes.Clone(xzData)
 		// Flip bits in the middle of the compressed data, past the header.
 		bad[b.Offset+b.UnpaddedSize/2] ^= 0x55
-		r, err := NewReader(context.Background(), bytes.NewReader(bad), int64(len(bad)), Options{})
+		r, err := NewReader(context.Background(), bytes.NewReader(bad), int64(len(bad)), Options{PureGo: tc.pure})
 		if err != nil {
 			t.Fatal(err)
 		}
