@@ -59,9 +59,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds (medians are reported)")
 	maxBatch := flag.Int("max-batch", 32, "also measure with a greedy dynamic batcher up to this size (1: off)")
 	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
+	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	flag.Parse()
-	if err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed); err != nil {
+	if err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed, time.Duration(*pollUs)*time.Microsecond); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -71,7 +72,7 @@ type result struct {
 	throughput float64 // requests per second
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, py, seed string) error {
+func run(concList string, instances, requests, rounds, maxBatch int, py, seed string, poll time.Duration) error {
 	var levels []int
 	for _, s := range strings.Split(concList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -118,7 +119,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		insts []backend.Instance
 	}
 	var peers []peer
-	pyb := python.New(python.Options{Logger: log.New(discard{}, "", 0), CacheDir: filepath.Join(work, "cache")})
+	pyb := python.New(python.Options{Logger: log.New(discard{}, "", 0), CacheDir: filepath.Join(work, "cache"), Poll: poll})
 	var pyInsts []backend.Instance
 	for i := 0; i < instances; i++ {
 		inst, err := pyb.NewInstance(ctx, spec("model.py"), i)

@@ -103,10 +103,15 @@ func (in *Instance) start(ctx context.Context) error {
 		"args":       initArgs(in.spec, in.idx),
 		"shm":        in.shm.size(),
 		"verbose":    in.verbose,
+		"poll_us":    in.set.poll.Microseconds(),
 	})
 	if err != nil {
 		proc.kill()
 		return fmt.Errorf("encoding init frame: %w", err)
+	}
+	if err := proc.ch.setPoll(in.set.poll); err != nil {
+		proc.kill()
+		return err
 	}
 	if err := proc.ch.send(body); err != nil {
 		return proc.failure("initializing", 0, err)

@@ -374,3 +374,30 @@ class TritonPythonModel:
 		t.Errorf("the stub crashed and was restarted")
 	}
 }
+
+// TestPollSettings runs batches with polling off (blocking reads on both
+// sides) and on, and refuses a bad value naming the key.
+func TestPollSettings(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	for _, c := range []struct {
+		value string
+		want  time.Duration
+	}{{"0", 0}, {"2000", 2 * time.Millisecond}} {
+		spec := probeSpec(t, 8)
+		spec.BackendConfig[KeyPollMicros] = c.value
+		inst := load(t, b, spec, 0)
+		if got := inst.proc.ch.poll; got != c.want {
+			t.Errorf("%s=%s: channel polls %v, want %v", KeyPollMicros, c.value, got, c.want)
+		}
+		for i := 0; i < 20; i++ {
+			resps := execute(t, inst, probeRequest(float32(i)), probeRequest(1, 2))
+			assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{float32(i)}, 0)
+			assertClose(t, fp32Values(t, output(t, resps[1], "OUTPUT")), []float32{1, 2}, 0)
+		}
+	}
+	err := loadErr(t, b, nil, map[string]string{KeyPollMicros: "-5"})
+	if err == nil || !strings.Contains(err.Error(), `poll-microseconds="-5"`) {
+		t.Fatalf("bad poll value: err %v", err)
+	}
+}

@@ -57,6 +57,11 @@ const (
 	KeyShmDefaultSize = "shm-default-byte-size"
 	// KeyEnvCacheDir is where packed envs are extracted.
 	KeyEnvCacheDir = "env-cache-dir"
+	// KeyPollMicros is how long, in microseconds, the server polls for a
+	// stub's reply and a stub polls for its next batch before sleeping.
+	// A sleeping reader's CPU may go idle, and waking an idle virtual
+	// CPU costs tens of microseconds per message; 0 turns polling off.
+	KeyPollMicros = "poll-microseconds"
 )
 
 // Defaults for Options fields left zero.
@@ -66,6 +71,7 @@ const (
 	DefaultInitializeTimeout = 10 * time.Minute
 	DefaultExecuteTimeout    = 60 * time.Second
 	DefaultShmSize           = 1 << 20
+	DefaultPoll              = 100 * time.Microsecond
 )
 
 // Options configures the backend. Zero values select the defaults.
@@ -92,6 +98,8 @@ type Options struct {
 	Logger *log.Logger
 	// Verbose enables pb_utils.Logger.log_verbose output (--log-verbose).
 	Verbose bool
+	// Poll: see KeyPollMicros. 0 means DefaultPoll, negative no polling.
+	Poll time.Duration
 }
 
 // Backend starts python stubs for model instances. It is safe for
@@ -149,6 +157,7 @@ type settings struct {
 	executeTimeout    time.Duration // 0: none
 	shmSize           int
 	envCacheDir       string
+	poll              time.Duration // 0: none
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -159,6 +168,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		executeTimeout:    b.opts.ExecuteTimeout,
 		shmSize:           b.opts.ShmSize,
 		envCacheDir:       b.envs.cacheDir,
+		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -200,6 +210,12 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 			s.shmSize = n
 		case KeyEnvCacheDir:
 			s.envCacheDir = v
+		case KeyPollMicros:
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 0 || n > 1e6 {
+				err = fmt.Errorf("backend config python,%s=%q: want microseconds from 0 to 1000000", k, v)
+			}
+			s.poll = time.Duration(n) * time.Microsecond
 		}
 		if err != nil {
 			return s, err
