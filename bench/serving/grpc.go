@@ -22,7 +22,7 @@ type grpcBench struct {
 	srv     *grpc.Server
 	conns   []*grpc.ClientConn
 	clients []pb.GRPCInferenceServiceClient
-	req     *pb.ModelInferRequest
+	reqs    map[string]*pb.ModelInferRequest // by model name
 }
 
 // grpcConns is the number of client connections the load is spread over:
@@ -51,10 +51,13 @@ func startGRPC(mgr *repository.Manager, x []float32) (*grpcBench, error) {
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
 	}
-	b.req = &pb.ModelInferRequest{
-		ModelName:        "simple_linear",
-		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{1, int64(len(x))}}},
-		RawInputContents: [][]byte{raw},
+	b.reqs = map[string]*pb.ModelInferRequest{}
+	for _, m := range []string{plainModel, batchedModel} {
+		b.reqs[m] = &pb.ModelInferRequest{
+			ModelName:        m,
+			Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{1, int64(len(x))}}},
+			RawInputContents: [][]byte{raw},
+		}
 	}
 	return b, nil
 }
@@ -68,8 +71,8 @@ func (b *grpcBench) close() {
 
 // infer sends the payload as client c (spread over the connections) and
 // checks the answer.
-func (b *grpcBench) infer(c int) error {
-	resp, err := b.clients[c%len(b.clients)].ModelInfer(context.Background(), b.req)
+func (b *grpcBench) infer(model string, c int) error {
+	resp, err := b.clients[c%len(b.clients)].ModelInfer(context.Background(), b.reqs[model])
 	if err != nil {
 		return fmt.Errorf("triton-grpc: %w", err)
 	}

@@ -20,6 +20,15 @@
 // batching, httpapi, grpcapi) in this process, as does the floor, so both share the
 // machine the same way.
 //
+// The repository holds simple_linear twice, from the same model.pt, and
+// the two goals use the configuration each is about: at concurrency 1 the
+// triton cases call simple_linear (max_queue_delay -delay-us, default 0: a
+// delay would only add latency), from -batched-at on (default 2) they call
+// simple_linear_batched, with the report's tuned dynamic_batching
+// (preferred_batch_size [4,8,16], max_queue_delay_microseconds 1000). With
+// no delay, 64 clients on 2 cores are never queued when an instance frees
+// up, so nothing is batched and every request pays its own forward().
+//
 // Usage (from the repository root):
 //
 //	go run ./bench/serving                     # fake backend (pure Go)
@@ -68,6 +77,10 @@ type options struct {
 	conc        []int
 	instances   int
 	delayUs     int
+	preferred   string
+	batchDelay  int
+	batchPref   string
+	batchedAt   int
 	maxBatch    int
 	computeRuns int
 	cpuProfile  string
@@ -84,6 +97,10 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies")
 	flag.IntVar(&o.instances, "instances", 2, "model instances")
 	flag.IntVar(&o.delayUs, "delay-us", 0, "dynamic batching max_queue_delay_microseconds")
+	flag.StringVar(&o.preferred, "preferred", "", "dynamic batching preferred_batch_size, comma-separated")
+	flag.IntVar(&o.batchedAt, "batched-at", 2, "concurrency from which the triton cases use the batched model (0: never)")
+	flag.IntVar(&o.batchDelay, "batch-delay-us", 1000, "the batched model's max_queue_delay_microseconds (the report's tuned config)")
+	flag.StringVar(&o.batchPref, "batch-preferred", "4,8,16", "the batched model's preferred_batch_size (the report's tuned config)")
 	flag.IntVar(&o.maxBatch, "max-batch", 32, "max_batch_size")
 	flag.IntVar(&o.computeRuns, "compute-runs", 20000, "direct Execute calls for the compute figure")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file")
@@ -127,12 +144,33 @@ func payloads() (jsonBody, binBody []byte, hdrLen int) {
 	return jsonBody, binBody, len(hdr)
 }
 
-func setupRepository(o options, dir string) (map[string]backend.Backend, error) {
-	mdir := filepath.Join(dir, "simple_linear")
-	if err := os.MkdirAll(filepath.Join(mdir, "1"), 0o755); err != nil {
-		return nil, err
+// The two models the triton cases use, from the same model.pt: plainModel
+// has -delay-us and -preferred (by default no batching delay, which is what
+// the concurrency-1 overhead is about); batchedModel has the report's tuned
+// dynamic_batching, which is what throughput under concurrency is about.
+const plainModel, batchedModel = "simple_linear", "simple_linear_batched"
+
+// modelFor returns the model the triton cases use at concurrency c.
+func (o options) modelFor(c int) string {
+	if o.batchedAt > 0 && c >= o.batchedAt {
+		return batchedModel
 	}
+	return plainModel
+}
+
+// batchingConfig is the dynamic_batching block for a delay and a
+// comma-separated list of preferred sizes.
+func batchingConfig(delayUs int, preferred string) string {
+	s := fmt.Sprintf("dynamic_batching { max_queue_delay_microseconds: %d", delayUs)
+	if preferred != "" {
+		s += " preferred_batch_size: [ " + preferred + " ]"
+	}
+	return s + " }"
+}
+
+func setupRepository(o options, dir string) (map[string]backend.Backend, error) {
 	var head string
+	var modelPT []byte
 	bes := map[string]backend.Backend{}
 	switch o.backend {
 	case "fake":
@@ -141,30 +179,47 @@ func setupRepository(o options, dir string) (map[string]backend.Backend, error) 
 	case "pytorch":
 		head = `platform: "pytorch_libtorch"`
 		bes["pytorch"] = torch.New(torch.Options{})
-		dst := filepath.Join(mdir, "1", "model.pt")
-		if o.model != "" {
-			data, err := os.ReadFile(o.model)
-			if err != nil {
-				return nil, err
+		src := o.model
+		if src == "" {
+			src = filepath.Join(dir, "model.pt")
+			if out, err := exec.Command(o.python, "-c", makeModel, src).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("writing model.pt with %s: %v\n%s", o.python, err, out)
 			}
-			if err := os.WriteFile(dst, data, 0o644); err != nil {
-				return nil, err
-			}
-		} else if out, err := exec.Command(o.python, "-c", makeModel, dst).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("writing model.pt with %s: %v\n%s", o.python, err, out)
 		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		modelPT = data
 	default:
 		return nil, fmt.Errorf("unknown -backend %q (fake or pytorch)", o.backend)
 	}
-	cfg := fmt.Sprintf(`%s
+	for name, batching := range map[string]string{
+		plainModel:   batchingConfig(o.delayUs, o.preferred),
+		batchedModel: batchingConfig(o.batchDelay, o.batchPref),
+	} {
+		mdir := filepath.Join(dir, "repo", name)
+		if err := os.MkdirAll(filepath.Join(mdir, "1"), 0o755); err != nil {
+			return nil, err
+		}
+		if modelPT != nil {
+			if err := os.WriteFile(filepath.Join(mdir, "1", "model.pt"), modelPT, 0o644); err != nil {
+				return nil, err
+			}
+		}
+		cfg := fmt.Sprintf(`%s
 max_batch_size: %d
 input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ %d ] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ %d ] }]
-dynamic_batching { max_queue_delay_microseconds: %d }
+%s
 instance_group [{ kind: KIND_CPU count: %d }]
 parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }
-`, head, o.maxBatch, features, outputs, o.delayUs, o.instances)
-	return bes, os.WriteFile(filepath.Join(mdir, "config.pbtxt"), []byte(cfg), 0o644)
+`, head, o.maxBatch, features, outputs, batching, o.instances)
+		if err := os.WriteFile(filepath.Join(mdir, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return bes, nil
 }
 
 // makeModel writes the report's simple_linear (nn.Linear(10, 5), seed 0, traced).
@@ -211,22 +266,24 @@ type result struct {
 
 type target struct {
 	name   string
-	url    string
+	url    func(model string) string
 	body   []byte
 	header map[string]string
 	check  func([]byte) error
 	// request, when set, replaces the HTTP request: it sends one request
-	// as client c and checks the answer (the GRPC case).
-	request func(c int) error
+	// for model as client c and checks the answer (the GRPC case).
+	request func(model string, c int) error
 }
 
-// load runs conc clients in a closed loop against t for d.
-func load(client *http.Client, t target, conc int, d time.Duration) (result, error) {
+// load runs conc clients in a closed loop against t for d; the triton
+// cases address model.
+func load(client *http.Client, t target, model string, conc int, d time.Duration) (result, error) {
 	if t.request != nil {
-		return closedLoop(conc, d, t.request)
+		return closedLoop(conc, d, func(c int) error { return t.request(model, c) })
 	}
+	url := t.url(model)
 	return closedLoop(conc, d, func(int) error {
-		req, _ := http.NewRequest("POST", t.url, bytes.NewReader(t.body))
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(t.body))
 		for k, v := range t.header {
 			req.Header.Set(k, v)
 		}
@@ -325,7 +382,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := repository.New(repository.Options{Repositories: []string{dir}, Backends: bes, StrictModelConfig: true})
+	mgr, err := repository.New(repository.Options{Repositories: []string{filepath.Join(dir, "repo")}, Backends: bes, StrictModelConfig: true})
 	if err != nil {
 		return err
 	}
@@ -333,7 +390,11 @@ func run(o options) error {
 	if err := mgr.LoadAll(ctx); err != nil {
 		return err
 	}
-	model, err := mgr.Get("simple_linear", -1)
+	model, err := mgr.Get(plainModel, -1)
+	if err != nil {
+		return err
+	}
+	batched, err := mgr.Get(batchedModel, -1)
 	if err != nil {
 		return err
 	}
@@ -362,16 +423,18 @@ func run(o options) error {
 
 	binHdr := map[string]string{httpapi.HeaderLength: strconv.Itoa(hdrLen), "Content-Type": "application/octet-stream"}
 	wantBin := 4 * outputs
+	floor := func(string) string { return floorURL }
+	infer := func(model string) string { return tritonURL + "/v2/models/" + model + "/infer" }
 	targets := []target{
-		{name: "floor-json", url: floorURL, body: jsonBody},
-		{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
-		{name: "triton-json", url: tritonURL + "/v2/models/simple_linear/infer", body: jsonBody, check: func(b []byte) error {
+		{name: "floor-json", url: floor, body: jsonBody},
+		{name: "floor-bin", url: floor, body: binBody, header: binHdr},
+		{name: "triton-json", url: infer, body: jsonBody, check: func(b []byte) error {
 			if !bytes.Contains(b, []byte(`"OUTPUT__0"`)) {
 				return fmt.Errorf("triton-json: unexpected response %q", b)
 			}
 			return nil
 		}},
-		{name: "triton-bin", url: tritonURL + "/v2/models/simple_linear/infer", body: binBody, header: binHdr, check: func(b []byte) error {
+		{name: "triton-bin", url: infer, body: binBody, header: binHdr, check: func(b []byte) error {
 			if len(b) < wantBin || !bytes.Contains(b, []byte(`"binary_data_size":20`)) {
 				return fmt.Errorf("triton-bin: unexpected response %q", b)
 			}
@@ -386,8 +449,10 @@ func run(o options) error {
 	for _, t := range targets {
 		results[t.name] = map[int][]result{}
 		// Warm up connections and code paths.
-		if _, err := load(client, t, maxConc, 200*time.Millisecond); err != nil {
-			return err
+		for _, m := range []string{plainModel, batchedModel} {
+			if _, err := load(client, t, m, maxConc, 200*time.Millisecond); err != nil {
+				return err
+			}
 		}
 	}
 	if o.cpuProfile != "" {
@@ -408,7 +473,7 @@ func run(o options) error {
 		}
 		for _, c := range o.conc {
 			for _, t := range order {
-				res, err := load(client, t, c, o.duration)
+				res, err := load(client, t, o.modelFor(c), c, o.duration)
 				if err != nil {
 					return err
 				}
@@ -416,10 +481,16 @@ func run(o options) error {
 			}
 		}
 	}
-	st := model.Scheduler.Stats()
-
-	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, max_queue_delay %dus, %d rounds x %v, payload %d B JSON / %d B binary\n",
-		o.backend, o.instances, o.maxBatch, o.delayUs, o.rounds, o.duration, len(jsonBody), len(binBody))
+	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, %d rounds x %v, payload %d B JSON / %d B binary\n",
+		o.backend, o.instances, o.maxBatch, o.rounds, o.duration, len(jsonBody), len(binBody))
+	for _, c := range o.conc {
+		cfg := o.delayUs
+		pref := o.preferred
+		if o.modelFor(c) == batchedModel {
+			cfg, pref = o.batchDelay, o.batchPref
+		}
+		fmt.Printf("concurrency %d: triton cases use %s (max_queue_delay %d us, preferred_batch_size [%s])\n", c, o.modelFor(c), cfg, pref)
+	}
 	fmt.Printf("compute (direct Execute, 1 row): p50 %.1f us\n\n", us(compute))
 	fmt.Printf("%-12s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
 	med := map[string]map[int]result{}
@@ -442,9 +513,14 @@ func run(o options) error {
 		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
 			c, g.throughput/b.throughput, us(g.p50), us(b.p50))
 	}
-	if st.ExecutionCount > 0 {
-		fmt.Printf("\nscheduler: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
-			st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
+	fmt.Println()
+	for _, m := range []*repository.Model{model, batched} {
+		st := m.Scheduler.Stats()
+		if st.ExecutionCount == 0 {
+			continue
+		}
+		fmt.Printf("scheduler %s: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
+			m.Name, st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
 			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
 	}
 	return nil
