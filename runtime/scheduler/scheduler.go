@@ -4,9 +4,12 @@
 // and the per-model statistics (Triton's shape) that the statistics endpoint
 // and the metrics exporter read.
 //
-// Each instance has one worker goroutine that pulls requests from a shared
-// queue, so a request goes to whichever instance is free first and no
-// goroutine is started per request.
+// Each instance has one worker goroutine. A request goes straight to the
+// most recently idle worker when one is waiting, and otherwise into a shared
+// queue the workers drain, so no goroutine is started per request. Handing
+// work to the most recently idle instance rather than the longest idle one
+// keeps a lightly loaded model on one warm instance: its caches stay hot
+// and, for the python backend, its stub is still polling rather than asleep.
 package scheduler
 
 import (
@@ -89,6 +92,12 @@ type Scheduler struct {
 
 	jobs  sync.Pool
 	stats stats
+
+	// idle is a stack of the handoff channels of workers waiting for
+	// work, the most recently idle last; handoffs has every worker's.
+	idleMu   sync.Mutex
+	idle     []chan *job
+	handoffs []chan *job
 }
 
 // New creates cfg.Instances instances of spec with be, runs the warmup
@@ -138,8 +147,12 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	// also serves other requests may finish.
 	s.execCtx, s.cancel = context.WithCancel(context.Background())
 	for _, inst := range s.instances {
+		// Room for two: a worker that took a queued job while being popped
+		// from the idle stack may be popped again before it drains the first.
+		mine := make(chan *job, 2)
+		s.handoffs = append(s.handoffs, mine)
 		s.workers.Add(1)
-		go s.work(inst)
+		go s.work(inst, mine)
 	}
 	return s, nil
 }
@@ -186,7 +199,9 @@ func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.R
 	j := s.jobs.Get().(*job)
 	j.ctx, j.req, j.rows, j.start = ctx, req, rows, start
 	s.queued.Add(1)
-	if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
+	if s.handoff(j) {
+		// An idle worker has it.
+	} else if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
 		select {
 		case s.queue <- j:
 		default:
@@ -218,6 +233,70 @@ func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.R
 	return resp, err
 }
 
+// handoff gives j to the most recently idle worker, if any is waiting.
+func (s *Scheduler) handoff(j *job) bool {
+	s.idleMu.Lock()
+	n := len(s.idle)
+	if n == 0 {
+		s.idleMu.Unlock()
+		return false
+	}
+	w := s.idle[n-1]
+	s.idle[n-1] = nil
+	s.idle = s.idle[:n-1]
+	s.idleMu.Unlock()
+	select {
+	case w <- j:
+		return true
+	default:
+		// The worker still holds two earlier handoffs (see New); queue it.
+		return false
+	}
+}
+
+// next waits for a worker's next request: one handed to it, else a queued
+// one. It returns nil when the scheduler stops.
+func (s *Scheduler) next(mine chan *job) *job {
+	select {
+	case j := <-mine:
+		return j
+	default:
+	}
+	select {
+	case j := <-s.queue:
+		return j
+	default:
+	}
+	s.idleMu.Lock()
+	s.idle = append(s.idle, mine)
+	s.idleMu.Unlock()
+	select {
+	case j := <-mine:
+		// Whoever popped us sent it; we are off the stack.
+		return j
+	case j := <-s.queue:
+		// Queued by a request that found no idle worker while we were
+		// registering. Leave the stack; if a handoff popped us meanwhile,
+		// its job waits in mine for the next call.
+		s.leaveIdle(mine)
+		return j
+	case <-s.stop:
+		s.leaveIdle(mine)
+		return nil
+	}
+}
+
+func (s *Scheduler) leaveIdle(mine chan *job) {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	for i, w := range s.idle {
+		if w == mine {
+			s.idle = append(s.idle[:i], s.idle[i+1:]...)
+			return
+		}
+	}
+}
+
 func (s *Scheduler) release(j *job) {
 	*j = job{done: j.done}
 	s.jobs.Put(j)
@@ -246,7 +325,7 @@ func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 
 // work is one instance's loop: take the oldest request, gather more while
 // the dynamic batcher allows, execute, answer.
-func (s *Scheduler) work(inst backend.Instance) {
+func (s *Scheduler) work(inst backend.Instance, mine chan *job) {
 	defer s.workers.Done()
 	maxRows := max(s.cfg.MaxBatchSize, 1)
 	batch := make([]*job, 0, min(maxRows, 64))
@@ -257,9 +336,7 @@ func (s *Scheduler) work(inst backend.Instance) {
 		first := carry
 		carry = nil
 		if first == nil {
-			select {
-			case first = <-s.queue:
-			case <-s.stop:
+			if first = s.next(mine); first == nil {
 				return
 			}
 			if !s.take(first) {
@@ -390,16 +467,22 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		s.cancel()
 		close(s.stop)
 		s.workers.Wait()
-		// Requests still queued after a timed-out drain get an answer.
-		for {
-			select {
-			case j := <-s.queue:
-				s.queued.Add(-1)
-				s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
-				continue
-			default:
+		// Requests still queued or handed off after a timed-out drain get
+		// an answer.
+		unloaded := func(j *job) {
+			s.queued.Add(-1)
+			s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+		}
+		for _, ch := range append([]chan *job{s.queue}, s.handoffs...) {
+			for {
+				select {
+				case j := <-ch:
+					unloaded(j)
+					continue
+				default:
+				}
+				break
 			}
-			break
 		}
 		if cerr := s.closeInstances(); cerr != nil && err == nil {
 			err = cerr

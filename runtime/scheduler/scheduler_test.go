@@ -225,3 +225,101 @@ func TestCloseDrainsAcceptedRequests(t *testing.T) {
 		}
 	}
 }
+
+// countingBackend records which instance ran each batch.
+type countingBackend struct {
+	mu    sync.Mutex
+	runs  map[int]int
+	delay time.Duration // per Execute
+}
+
+type countingInstance struct {
+	be  *countingBackend
+	idx int
+}
+
+func (b *countingBackend) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
+	return &countingInstance{be: b, idx: idx}, nil
+}
+
+func (in *countingInstance) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	in.be.mu.Lock()
+	in.be.runs[in.idx]++
+	in.be.mu.Unlock()
+	time.Sleep(in.be.delay)
+	resps := make([]*backend.Response, len(reqs))
+	for i := range resps {
+		resps[i] = &backend.Response{}
+	}
+	return resps, nil
+}
+
+func (in *countingInstance) Close() error { return nil }
+
+// TestSequentialRequestsStayOnOneInstance: one client at a time finds every
+// instance idle, and the most recently idle one (the one that just
+// answered) takes the next request, instead of the requests rotating over
+// instances whose caches (or python stubs) have gone cold.
+func TestSequentialRequestsStayOnOneInstance(t *testing.T) {
+	be := &countingBackend{runs: map[int]int{}}
+	s, err := New(context.Background(), be, linearSpec("m", 0, nil), Config{Name: "m", Instances: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, err := s.Infer(context.Background(), rowsRequest(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		// Let the worker that answered get back to waiting, as a client's
+		// network round trip would.
+		time.Sleep(time.Millisecond)
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	most := 0
+	for _, c := range be.runs {
+		most = max(most, c)
+	}
+	if most < n*3/4 { // rotating over 4 instances would give each about n/4
+		t.Fatalf("runs per instance %v: want one instance to take nearly all %d sequential requests", be.runs, n)
+	}
+}
+
+// TestConcurrentRequestsUseEveryInstance: under load (executes that take a
+// while) the handoff still spreads work over all instances, and every
+// request is answered.
+func TestConcurrentRequestsUseEveryInstance(t *testing.T) {
+	be := &countingBackend{runs: map[int]int{}, delay: 200 * time.Microsecond}
+	s, err := New(context.Background(), be, linearSpec("m", 0, map[string]string{}), Config{Name: "m", Instances: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for c := 0; c < 12; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				if _, err := s.Infer(context.Background(), rowsRequest(1, 0)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	total := 0
+	for _, c := range be.runs {
+		total += c
+	}
+	if total != 12*100 || len(be.runs) != 3 {
+		t.Fatalf("runs per instance %v (total %d): want all 3 instances used and 1200 runs", be.runs, total)
+	}
+}
