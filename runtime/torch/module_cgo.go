@@ -6,6 +6,7 @@ package torch
 #cgo CFLAGS: -I${SRCDIR}/../csrc/include
 #cgo LDFLAGS: -ltbtorch
 #include <stdlib.h>
+#include <string.h>
 #include "tbtorch.h"
 
 // Out-parameters of one tbt_forward, kept in C memory so that a forward
@@ -282,7 +283,20 @@ func growC(p *unsafe.Pointer, capacity *int, n int, elem uintptr) {
 	if q == nil {
 		panic("libtbtorch: out of C memory")
 	}
+	// realloc leaves the new tail uninitialized; Forward relies on unused
+	// slots holding no pointers.
+	C.memset(unsafe.Add(q, uintptr(*capacity)*elem), 0, C.size_t(uintptr(c-*capacity)*elem))
 	*p, *capacity = q, c
+}
+
+// setData stores a pinned Go pointer into C memory. It is a plain word
+// store: a pointer-typed store would run the GC's write barrier, which
+// shades the slot's old value, and C memory is the one place where that
+// old value may be a stale pointer to an object already freed (the runtime
+// then dies with "found pointer to free object"). Forward also clears the
+// slots before unpinning, so no stale pointer outlives a call.
+func setData(in *C.tbt_tensor_in, p unsafe.Pointer) {
+	*(*uintptr)(unsafe.Pointer(&in.data)) = uintptr(p)
 }
 
 // Forward runs forward() with inputs in positional order. Input data is
@@ -312,6 +326,12 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 	ins := unsafe.Slice(m.ins, m.insCap)
 	shapes := unsafe.Slice(m.shapes, m.shapesCap)
 	defer m.pin.Unpin()
+	// Runs before Unpin: the C array must not keep Go pointers past the call.
+	defer func() {
+		for i := range inputs {
+			setData(&ins[i], nil)
+		}
+	}()
 	off := 0
 	for i := range inputs {
 		t := &inputs[i]
@@ -329,13 +349,12 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 		if len(t.Shape) > 0 {
 			in.shape = &shapes[off]
 		}
-		in.data = nil
 		in.nbytes = C.int64_t(len(t.Data))
 		off += len(t.Shape)
 		if len(t.Data) > 0 {
 			p := m.inputBuffer(i, t)
 			m.pin.Pin(p)
-			in.data = unsafe.Pointer(p)
+			setData(in, unsafe.Pointer(p))
 		}
 	}
 	st := C.tbt_call_forward(m.ptr, m.ins, C.int32_t(len(inputs)), m.call)
@@ -383,4 +402,17 @@ func (m *Module) inputBuffer(i int, t *backend.Tensor) *byte {
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&m.aligned[i][:words][0])), len(t.Data))
 	copy(buf, t.Data)
 	return &buf[0]
+}
+
+// heldInputPointer returns the first non-nil data pointer left in the C
+// argument array (tests check that none survives a Forward).
+func (m *Module) heldInputPointer() unsafe.Pointer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, in := range unsafe.Slice(m.ins, m.insCap) {
+		if in.data != nil {
+			return in.data
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -696,5 +697,45 @@ func TestInstancesRunConcurrently(t *testing.T) {
 	}
 	for i, r := range results {
 		closeTo(t, "instance "+fmtInt(i), r, want, 0)
+	}
+}
+
+// TestForwardUnderGC runs forwards on fresh, short-lived input buffers
+// while the garbage collector cycles. The C argument array once kept the
+// last call's Go pointer after the call; overwriting it during a GC cycle
+// handed an already freed buffer to the write barrier, and the runtime
+// died with "found pointer to free object".
+func TestForwardUnderGC(t *testing.T) {
+	spec := simpleLinear(t)
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := 0; i < 100000; i++ {
+		// Fresh buffers of several size classes (one row is the 40 bytes
+		// of a JSON-decoded request), so a freed one is not at once reused.
+		rows := 1 + i%5
+		in := []backend.Tensor{{DataType: backend.FP32, Shape: []int64{int64(rows), 10}, Data: f32bytes(values(10*rows, float32(i%7)))}}
+		if _, err := mod.Forward(in); err != nil {
+			t.Fatal(err)
+		}
+		if p := mod.heldInputPointer(); p != nil {
+			t.Fatalf("after forward %d the C argument array still points at Go memory %p", i, p)
+		}
 	}
 }
