@@ -3,8 +3,8 @@
 // backend (runtime/torch: libtorch in process through cgo) on the report's
 // simple_linear model, in one run, at several client concurrencies.
 //
-// Both backends are driven directly (no HTTP, no scheduler): C client
-// goroutines each send one-row requests ([1,10] FP32) to a pool of model
+// Both backends are driven through the server's scheduler (no HTTP): C
+// client goroutines each send one-row requests ([1,10] FP32) to the model's
 // instances and time each call, queueing for a free instance included. Both
 // run torch with one intra-op thread (INTRA_OP_THREAD_COUNT=1 for pytorch,
 // OMP_NUM_THREADS=1 in the stub's environment). The python side runs the
@@ -20,10 +20,9 @@
 // Without -tags libtorch the pytorch row is skipped and the python backend
 // is compared with the direct row only.
 //
-// Each level runs twice: one request per Execute, and with a greedy
-// dynamic batcher (each instance takes every request already waiting, up to
-// -max-batch, as the scheduler does with dynamic batching and no queue
-// delay).
+// Each level runs twice: one request per Execute, and with the dynamic
+// batcher and no queue delay (each instance takes every request already
+// waiting, up to -max-batch).
 //
 // Flags: -concurrency 1,16, -instances 1, -requests 4000 (per row and
 // round), -rounds 3, -max-batch 32, -python /usr/bin/python3.
@@ -49,6 +48,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
@@ -185,7 +185,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		for _, mb := range modes {
 			for _, c := range levels {
 				for _, p := range peers {
-					res, err := measure(ctx, p.insts, c, requests, mb, req)
+					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, req)
 					if err != nil {
 						return fmt.Errorf("%s: %w", p.name, err)
 					}
@@ -230,52 +230,34 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 	return nil
 }
 
-// measure runs requests calls from c client goroutines. Requests queue for
-// the instances; each instance's worker takes the next request and, when
-// maxBatch > 1, also every request already waiting (up to maxBatch) and runs
-// them as one Execute: a dynamic batcher with no queue delay.
-func measure(ctx context.Context, insts []backend.Instance, c, requests, maxBatch int, req func() *backend.Request) (result, error) {
-	type job struct {
-		req  *backend.Request
-		done chan error
+// pool lends loaded instances to a scheduler; closing the scheduler leaves
+// them loaded for the next measurement.
+type pool []backend.Instance
+
+func (p pool) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
+	return lent{p[idx]}, nil
+}
+
+type lent struct{ backend.Instance }
+
+func (lent) Close() error { return nil }
+
+// measure runs requests calls from c client goroutines through the server's
+// own scheduler (runtime/scheduler) over the instances: each request goes to
+// an idle instance or waits in the queue; when maxBatch > 1 the dynamic
+// batcher (no queue delay) runs every request already waiting, up to
+// maxBatch, as one Execute.
+func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelSpec, c, requests, maxBatch int, req func() *backend.Request) (result, error) {
+	cfg := scheduler.Config{Name: spec.Name, Version: spec.Version, MaxBatchSize: spec.MaxBatchSize, Instances: len(insts)}
+	if maxBatch > 1 {
+		cfg.MaxBatchSize = maxBatch
+		cfg.Dynamic = &scheduler.Dynamic{}
 	}
-	queue := make(chan *job, c)
-	var workers sync.WaitGroup
-	for _, in := range insts {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			batch := make([]*job, 0, maxBatch)
-			reqs := make([]*backend.Request, 0, maxBatch)
-			for j := range queue {
-				batch = append(batch[:0], j)
-			drain:
-				for len(batch) < maxBatch {
-					select {
-					case j, ok := <-queue:
-						if !ok {
-							break drain
-						}
-						batch = append(batch, j)
-					default:
-						break drain
-					}
-				}
-				reqs = reqs[:0]
-				for _, j := range batch {
-					reqs = append(reqs, j.req)
-				}
-				resps, err := in.Execute(ctx, reqs)
-				for i, j := range batch {
-					e := err
-					if e == nil && resps[i].Err != nil {
-						e = resps[i].Err
-					}
-					j.done <- e
-				}
-			}
-		}()
+	s, err := scheduler.New(ctx, pool(insts), spec, cfg)
+	if err != nil {
+		return result{}, err
 	}
+	defer s.Close(ctx)
 	lat := make([]time.Duration, requests)
 	var next atomic.Int64
 	errs := make(chan error, c)
@@ -285,16 +267,18 @@ func measure(ctx context.Context, insts []backend.Instance, c, requests, maxBatc
 		clients.Add(1)
 		go func() {
 			defer clients.Done()
-			j := &job{req: req(), done: make(chan error, 1)}
+			r := req()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= requests {
 					return
 				}
 				t0 := time.Now()
-				queue <- j
-				err := <-j.done
+				resp, err := s.Infer(ctx, r)
 				lat[i] = time.Since(t0)
+				if err == nil {
+					err = resp.Err
+				}
 				if err != nil {
 					errs <- err
 					return
@@ -304,8 +288,6 @@ func measure(ctx context.Context, insts []backend.Instance, c, requests, maxBatc
 	}
 	clients.Wait()
 	elapsed := time.Since(start)
-	close(queue)
-	workers.Wait()
 	select {
 	case err := <-errs:
 		return result{}, err
