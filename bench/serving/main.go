@@ -36,7 +36,8 @@
 //	CGO_LDFLAGS="-L/tmp/tbtorch -Wl,-rpath,/tmp/tbtorch" go run -tags libtorch ./bench/serving -backend pytorch
 //
 // -backend pytorch writes simple_linear's model.pt with /usr/bin/python3
-// (-python) unless -model gives one.
+// (-python) and the repository's make_model.py (-make-model) unless -model
+// gives one.
 package main
 
 import (
@@ -78,6 +79,7 @@ type options struct {
 	instances   int
 	delayUs     int
 	preferred   string
+	makeModel   string
 	batchDelay  int
 	batchPref   string
 	batchedAt   int
@@ -92,6 +94,7 @@ func main() {
 	flag.StringVar(&o.backend, "backend", "fake", "backend serving simple_linear: fake or pytorch")
 	flag.StringVar(&o.model, "model", "", "model.pt for -backend pytorch (default: written with -python)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "interpreter with torch, to write model.pt")
+	flag.StringVar(&o.makeModel, "make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per case, round and concurrency")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (cases alternate order between rounds)")
 	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies")
@@ -182,7 +185,7 @@ func setupRepository(o options, dir string) (map[string]backend.Backend, error) 
 		src := o.model
 		if src == "" {
 			src = filepath.Join(dir, "model.pt")
-			if out, err := exec.Command(o.python, "-c", makeModel, src).CombinedOutput(); err != nil {
+			if out, err := exec.Command(o.python, o.makeModel, src).CombinedOutput(); err != nil {
 				return nil, fmt.Errorf("writing model.pt with %s: %v\n%s", o.python, err, out)
 			}
 		}
@@ -221,19 +224,6 @@ parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }
 	}
 	return bes, nil
 }
-
-// makeModel writes the report's simple_linear (nn.Linear(10, 5), seed 0, traced).
-const makeModel = `
-import sys, torch, torch.nn as nn
-class SimpleLinear(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(10, 5)
-    def forward(self, x):
-        return self.linear(x)
-torch.manual_seed(0)
-torch.jit.trace(SimpleLinear().eval(), torch.randn(1, 10)).save(sys.argv[1])
-`
 
 func serve(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
