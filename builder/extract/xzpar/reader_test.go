@@ -252,14 +252,30 @@ func TestSingleBlockFallsBack(t *testing.T) {
 	if !errors.As(err, &npe) {
 		t.Fatalf("NewReader on a single-block file: %v, want *NotParallelError", err)
 	}
-	r, err := NewDecoder(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{})
-	if err != nil {
-		t.Fatal(err)
+	bad := bytes.Clone(xzData)
+	for i := len(bad) / 2; i < len(bad)/2+32; i++ {
+		bad[i] ^= 0x5A
 	}
-	defer r.Close()
-	got, err := io.ReadAll(r)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("sequential fallback: %d bytes, err %v", len(got), err)
+	for _, pure := range []bool{false, true} {
+		r, err := NewDecoder(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{PureGo: pure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("PureGo=%v: sequential fallback: %d bytes, err %v", pure, len(got), err)
+		}
+		// Damage in the middle of the only block is an error naming where.
+		r, err = NewDecoder(context.Background(), bytes.NewReader(bad), int64(len(bad)), Options{PureGo: pure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(r)
+		r.Close()
+		if err == nil || !strings.Contains(err.Error(), "compressed offset") {
+			t.Fatalf("PureGo=%v: corrupt single block: got %v, want an error naming the compressed offset", pure, err)
+		}
 	}
 }
 

@@ -19,15 +19,21 @@ static lzma_ret tb_lzma2_init(lzma_stream *s, uint32_t dict_size) {
 	return lzma_raw_decoder(s, filters);
 }
 
-// tb_lzma2_step runs the decoder over the given buffers. The stream keeps no
+static lzma_ret tb_xz_init(lzma_stream *s) {
+	// Concatenated streams and stream padding, as xz -d accepts them; no
+	// memory limit (the caller decided to decode this file).
+	return lzma_stream_decoder(s, UINT64_MAX, LZMA_CONCATENATED);
+}
+
+// tb_step runs the decoder over the given buffers. The stream keeps no
 // pointer to them afterwards: they belong to Go and may not be retained.
-static lzma_ret tb_lzma2_step(lzma_stream *s, const uint8_t *in, size_t in_len, size_t *in_used,
-                              uint8_t *out, size_t out_len, size_t *out_used) {
+static lzma_ret tb_step(lzma_stream *s, const uint8_t *in, size_t in_len, size_t *in_used,
+                        uint8_t *out, size_t out_len, size_t *out_used, int finish) {
 	s->next_in = in;
 	s->avail_in = in_len;
 	s->next_out = out;
 	s->avail_out = out_len;
-	lzma_ret r = lzma_code(s, LZMA_RUN);
+	lzma_ret r = lzma_code(s, finish ? LZMA_FINISH : LZMA_RUN);
 	*in_used = in_len - s->avail_in;
 	*out_used = out_len - s->avail_out;
 	s->next_in = NULL;
@@ -42,6 +48,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"io"
 	"unsafe"
 )
 
@@ -59,11 +66,9 @@ type Decoder struct {
 // NewLZMA2 returns a decoder ready for a stream whose dictionary is at most
 // dictSize bytes.
 func NewLZMA2(dictSize uint32) (*Decoder, error) {
-	// The stream lives in C memory: it holds liblzma's own pointers, which
-	// Go memory must not hold across calls.
-	s := (*C.lzma_stream)(C.calloc(1, C.size_t(unsafe.Sizeof(C.lzma_stream{}))))
-	if s == nil {
-		return nil, errors.New("liblzma: out of memory")
+	s, err := newStream()
+	if err != nil {
+		return nil, err
 	}
 	d := &Decoder{s: s}
 	if err := d.Reset(dictSize); err != nil {
@@ -87,9 +92,7 @@ func (d *Decoder) Reset(dictSize uint32) error {
 // means the data is corrupt or unsupported.
 func (d *Decoder) Decode(in, out []byte) (nIn, nOut int, end bool, err error) {
 	var inUsed, outUsed C.size_t
-	r := C.tb_lzma2_step(d.s,
-		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(in))), C.size_t(len(in)), &inUsed,
-		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(out))), C.size_t(len(out)), &outUsed)
+	r := step(d.s, in, out, false, &inUsed, &outUsed)
 	nIn, nOut = int(inUsed), int(outUsed)
 	switch r {
 	case C.LZMA_OK:
@@ -101,11 +104,120 @@ func (d *Decoder) Decode(in, out []byte) (nIn, nOut int, end bool, err error) {
 	}
 }
 
+func step(s *C.lzma_stream, in, out []byte, finish bool, inUsed, outUsed *C.size_t) C.lzma_ret {
+	f := C.int(0)
+	if finish {
+		f = 1
+	}
+	return C.tb_step(s,
+		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(in))), C.size_t(len(in)), inUsed,
+		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(out))), C.size_t(len(out)), outUsed, f)
+}
+
+// newStream allocates an lzma_stream in C memory: it holds liblzma's own
+// pointers, which Go memory must not hold across calls.
+func newStream() (*C.lzma_stream, error) {
+	s := (*C.lzma_stream)(C.calloc(1, C.size_t(unsafe.Sizeof(C.lzma_stream{}))))
+	if s == nil {
+		return nil, errors.New("liblzma: out of memory")
+	}
+	return s, nil
+}
+
+func freeStream(s *C.lzma_stream) {
+	C.lzma_end(s)
+	C.free(unsafe.Pointer(s))
+}
+
+// Reader decodes a whole .xz file (every stream, padding allowed) from an
+// io.Reader, as `xz -dc` does, on the calling goroutine.
+type Reader struct {
+	s      *C.lzma_stream
+	r      io.Reader
+	buf    []byte
+	in     []byte // unconsumed part of buf
+	eof    bool   // r is exhausted
+	err    error  // sticky
+	offset int64  // compressed bytes consumed
+}
+
+// NewReader starts decoding r.
+func NewReader(r io.Reader) (*Reader, error) {
+	s, err := newStream()
+	if err != nil {
+		return nil, err
+	}
+	if ret := C.tb_xz_init(s); ret != C.LZMA_OK {
+		freeStream(s)
+		return nil, fmt.Errorf("liblzma: starting the .xz decoder: %w", retError(ret))
+	}
+	return &Reader{s: s, r: r, buf: make([]byte, 1<<20)}, nil
+}
+
+// Read returns decoded bytes. Errors name the compressed offset.
+func (z *Reader) Read(p []byte) (int, error) {
+	if z.err != nil {
+		return 0, z.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if len(z.in) == 0 && !z.eof {
+			n, err := z.r.Read(z.buf)
+			z.in = z.buf[:n]
+			if err == io.EOF {
+				z.eof = true
+			} else if err != nil {
+				z.err = err
+				return 0, err
+			}
+		}
+		var inUsed, outUsed C.size_t
+		ret := step(z.s, z.in, p, z.eof, &inUsed, &outUsed)
+		z.in = z.in[inUsed:]
+		z.offset += int64(inUsed)
+		n := int(outUsed)
+		switch {
+		case ret == C.LZMA_STREAM_END:
+			z.err = io.EOF
+			if len(z.in) > 0 || !z.eof {
+				// LZMA_CONCATENATED only ends at the end of input.
+				z.err = fmt.Errorf("xz: data after the last stream at compressed offset %d", z.offset)
+			}
+			if n > 0 {
+				return n, nil
+			}
+			return 0, z.err
+		case ret == C.LZMA_BUF_ERROR && z.eof && len(z.in) == 0:
+			z.err = fmt.Errorf("xz: file ends inside a stream at compressed offset %d: %w", z.offset, io.ErrUnexpectedEOF)
+			return n, nil
+		case ret != C.LZMA_OK && ret != C.LZMA_BUF_ERROR:
+			z.err = fmt.Errorf("xz: near compressed offset %d: %w", z.offset, retError(ret))
+			return n, nil
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// Close frees the decoder; the underlying reader is not closed.
+func (z *Reader) Close() error {
+	if z.s != nil {
+		freeStream(z.s)
+		z.s = nil
+	}
+	if z.err == nil {
+		z.err = errors.New("xz: read from closed reader")
+	}
+	return nil
+}
+
 // Close frees the decoder's memory.
 func (d *Decoder) Close() {
 	if d.s != nil {
-		C.lzma_end(d.s)
-		C.free(unsafe.Pointer(d.s))
+		freeStream(d.s)
 		d.s = nil
 	}
 }

@@ -5,6 +5,7 @@ package liblzma
 import (
 	"errors"
 	"hash/crc64"
+	"io"
 )
 
 // Available reports whether liblzma is linked in: not in this build.
@@ -33,3 +34,15 @@ var crc64Table = crc64.MakeTable(crc64.ECMA)
 
 // CRC64 returns the CRC-64/ECMA-182 of b as the .xz check uses it.
 func CRC64(b []byte) uint64 { return crc64.Checksum(b, crc64Table) }
+
+// Reader is unusable in a build without cgo.
+type Reader struct{}
+
+// NewReader fails: liblzma needs cgo.
+func NewReader(r io.Reader) (*Reader, error) { return nil, errNotBuilt }
+
+// Read fails: liblzma needs cgo.
+func (z *Reader) Read(p []byte) (int, error) { return 0, errNotBuilt }
+
+// Close does nothing.
+func (z *Reader) Close() error { return nil }

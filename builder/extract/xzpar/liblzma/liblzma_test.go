@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc64"
+	"io"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -66,5 +68,43 @@ func TestDecodeRawLZMA2(t *testing.T) {
 	}
 	if !errors.Is(err, ErrNoProgress) {
 		t.Fatalf("truncated stream: got %v, want ErrNoProgress", err)
+	}
+}
+
+// TestReaderWholeFiles decodes .xz files made by xz (two streams back to
+// back, as xz -dc accepts) and refuses truncated or extended ones.
+func TestReaderWholeFiles(t *testing.T) {
+	if !Available() {
+		t.Skip("built without cgo: liblzma is not linked in")
+	}
+	a := bytes.Repeat([]byte("first stream\n"), 20000)
+	b := bytes.Repeat([]byte("second stream\n"), 10000)
+	xzOf := func(data []byte) []byte {
+		cmd := exec.Command("xz", "-c", "-q")
+		cmd.Stdin = bytes.NewReader(data)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("xz (xz-utils is required): %v", err)
+		}
+		return out
+	}
+	file := append(xzOf(a), xzOf(b)...)
+	read := func(data []byte) ([]byte, error) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	got, err := read(file)
+	if err != nil || !bytes.Equal(got, append(append([]byte{}, a...), b...)) {
+		t.Fatalf("two streams: %d bytes, err %v", len(got), err)
+	}
+	if _, err := read(file[:len(file)-7]); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated file: got %v, want io.ErrUnexpectedEOF", err)
+	}
+	if _, err := read(append(bytes.Clone(file), "junk"...)); err == nil || !strings.Contains(err.Error(), "compressed offset") {
+		t.Fatalf("trailing junk: got %v, want an error naming the offset", err)
 	}
 }
