@@ -163,6 +163,10 @@ func probeLibrary(ctx context.Context, loaded []string, path string) error {
 		return fmt.Errorf("probing op library %s: %w", path, ctx.Err())
 	}
 	reason := strings.TrimSpace(stderr.String())
+	// The probe and dlerror both lead with the path; say it once.
+	for strings.HasPrefix(reason, path+": ") {
+		reason = strings.TrimPrefix(reason, path+": ")
+	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
 		return backend.Errorf(backend.Internal, "loading op library %s: running %s: %v", path, probe, err)
