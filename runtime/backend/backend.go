@@ -125,6 +125,9 @@ type ModelSpec struct {
 // Request is one inference request as seen by a backend. With dynamic
 // batching an instance receives several at once.
 type Request struct {
+	// ID is the client's request id ("" when it sent none); the python
+	// backend hands it to model.py as request_id().
+	ID     string
 	Inputs []Tensor
 	// Outputs names the requested outputs; empty means all declared outputs.
 	Outputs []string

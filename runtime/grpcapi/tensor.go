@@ -20,7 +20,7 @@ func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
 		return nil, backend.Errorf(backend.InvalidArg, "expected %d raw input contents (one per input) for model '%s', got %d",
 			len(ins), r.GetModelName(), len(raw))
 	}
-	req := &backend.Request{Inputs: make([]backend.Tensor, len(ins))}
+	req := &backend.Request{ID: r.GetId(), Inputs: make([]backend.Tensor, len(ins))}
 	for i, in := range ins {
 		dt := backend.DataType(in.GetDatatype())
 		if !dt.Valid() {

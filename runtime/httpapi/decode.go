@@ -57,7 +57,7 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 	if err := parseHeader(header, &ir); err != nil {
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
 	}
-	req := &backend.Request{Inputs: make([]backend.Tensor, len(ir.Inputs))}
+	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
 	for i := range ir.Inputs {
 		in := &ir.Inputs[i]
 		if in.Name == "" {

@@ -56,6 +56,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"inputs":[{"name":"I","shape":[4611686018427387904,4],"datatype":"INT32","data":[1]}]}`,
 		`{`,
 	}
+	jsonSeeds = append(jsonSeeds, `{"id":"req-1","inputs":[{"name":"I","shape":[1,4],"datatype":"INT32","data":[1,2,3,4]}]}`)
 	for _, s := range jsonSeeds {
 		f.Add([]byte(s), -1)
 	}
@@ -81,7 +82,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if parsed == nil || len(req.Inputs) != len(parsed.Inputs) {
+		if parsed == nil || len(req.Inputs) != len(parsed.Inputs) || req.ID != parsed.ID {
 			t.Fatalf("inconsistent decode")
 		}
 		if err := m.Validate(req); err != nil {

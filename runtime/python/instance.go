@@ -289,7 +289,12 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 			}
 			msg = appendJSONString(msg, n)
 		}
-		msg = append(msg, "]}"...)
+		msg = append(msg, ']')
+		if r.ID != "" {
+			msg = append(msg, `,"id":`...)
+			msg = appendJSONString(msg, r.ID)
+		}
+		msg = append(msg, '}')
 	}
 	msg = append(msg, "]}"...)
 	in.msg = msg

@@ -401,3 +401,21 @@ func TestPollSettings(t *testing.T) {
 		t.Fatalf("bad poll value: err %v", err)
 	}
 }
+
+// TestRequestIDReachesModel: the client's request id is request_id() in
+// model.py, and "" when it sent none.
+func TestRequestIDReachesModel(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	spec.Outputs = append(spec.Outputs, backend.TensorSpec{Name: "REQUEST_ID", DataType: backend.Bytes, Dims: []int64{1}})
+	inst := load(t, b, spec, 0)
+	withID := probeRequest(1)
+	withID.ID = `req-"7"`
+	resps := execute(t, inst, withID, probeRequest(2))
+	for i, want := range []string{`req-"7"`, ""} {
+		if got := bytesElems(t, output(t, resps[i], "REQUEST_ID")); len(got) != 1 || got[0] != want {
+			t.Errorf("request %d: model saw request_id %q, want %q", i, got, want)
+		}
+	}
+}

@@ -5,7 +5,8 @@
 #   -3: execute raises ValueError("boom")
 #   -4: this request's response carries TritonError("bad input")
 # Outputs: OUTPUT (INPUT echoed), BATCH (INT64 [1]: len(requests) of the
-# execute call), TEXT (BYTES input echoed when present), CWD (BYTES [1]).
+# execute call), TEXT (BYTES input echoed when present), CWD (BYTES [1]),
+# REQUEST_ID (BYTES [1]: request_id()).
 import os
 import time
 
@@ -36,6 +37,7 @@ class TritonPythonModel:
                 pb_utils.Tensor("OUTPUT", x.copy()),
                 pb_utils.Tensor("BATCH", np.array([len(requests)], dtype=np.int64)),
                 pb_utils.Tensor("CWD", np.array([os.getcwd().encode()], dtype=np.object_)),
+                pb_utils.Tensor("REQUEST_ID", np.array([request.request_id().encode()], dtype=np.object_)),
             ]
             text = pb_utils.get_input_tensor_by_name(request, "TEXT")
             if text is not None:
