@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // These tests make their fixtures with the xz command line tool (xz-utils),
@@ -409,5 +410,61 @@ func TestNotXZ(t *testing.T) {
 	var fe *FormatError
 	if !errors.As(err, &fe) {
 		t.Fatalf("got %v, want *FormatError", err)
+	}
+}
+
+// TestSequentialReadahead: a single-block file decodes on its own goroutine
+// ahead of the reader; progress comes from the reader's goroutine and ends
+// at the file size; cancelling stops it, and Close returns promptly.
+func TestSequentialReadahead(t *testing.T) {
+	data := sampleData(6<<20, 13) // several read-ahead chunks
+	xzData := xzCompress(t, data)
+	for _, pure := range []bool{false, true} {
+		var last int64
+		calls := 0
+		r, err := NewDecoder(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{PureGo: pure, Progress: func(n int64) { last = n; calls++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.(*readahead); !ok {
+			t.Fatalf("single-block file decoded by %T, want the read-ahead sequential decoder", r)
+		}
+		got, err := io.ReadAll(&oddReader{r: r})
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("PureGo=%v: %d bytes, err %v", pure, len(got), err)
+		}
+		if calls == 0 || last != int64(len(xzData)) {
+			t.Fatalf("PureGo=%v: %d progress calls, last %d, want the end at %d", pure, calls, last, len(xzData))
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		r, err = NewDecoder(ctx, bytes.NewReader(xzData), int64(len(xzData)), Options{PureGo: pure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		_, err = io.Copy(io.Discard, r)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("PureGo=%v: after cancel: %v, want context.Canceled", pure, err)
+		}
+		r.Close()
+
+		// Closing early, without reading, must not leave the decoder blocked.
+		r, err = NewDecoder(context.Background(), bytes.NewReader(xzData), int64(len(xzData)), Options{PureGo: pure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { r.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("PureGo=%v: Close did not return", pure)
+		}
 	}
 }
