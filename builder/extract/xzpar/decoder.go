@@ -33,14 +33,14 @@ func NewDecoder(ctx context.Context, r io.ReaderAt, size int64, opts Options) (i
 	return newReadahead(ctx, seq, opts.Progress), nil
 }
 
-// sequential adapts a whole-file decoder: progress counting and context
-// cancellation between reads.
+// sequential adapts a whole-file decoder: it counts the compressed bytes
+// consumed and checks the context between reads.
 type sequential struct {
 	ctx   context.Context
 	r     io.Reader
 	close func() error
 	cr    *countingReader
-	c     bool // liblzma: its errors already name the offset
+	named bool // the decoder's errors already name the offset (liblzma)
 }
 
 func newSequential(ctx context.Context, r io.ReaderAt, size int64, opts Options) (*sequential, error) {
@@ -50,7 +50,7 @@ func newSequential(ctx context.Context, r io.ReaderAt, size int64, opts Options)
 		if err != nil {
 			return nil, err
 		}
-		return &sequential{ctx: ctx, r: lr, close: lr.Close, cr: cr, c: true}, nil
+		return &sequential{ctx: ctx, r: lr, close: lr.Close, cr: cr, named: true}, nil
 	}
 	xr, err := xz.ReaderConfig{}.NewReader(bufio.NewReaderSize(cr, 1<<20))
 	if err != nil {
@@ -64,7 +64,7 @@ func (s *sequential) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := s.r.Read(p)
-	if err != nil && err != io.EOF && !s.c {
+	if err != nil && err != io.EOF && !s.named {
 		err = fmt.Errorf("xz: decoding near compressed offset %d: %w", s.cr.n, err)
 	}
 	return n, err
