@@ -125,3 +125,75 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 	}
 	check("binary", got)
 }
+
+// TestTorchReportShapeWithoutBatching: the report's client sends [2,10] to a
+// max_batch_size 0 model declaring dims [10]. The pytorch backend runs it as
+// sent (forward() takes the rows), unless the server is strict about shapes
+// as Triton is.
+func TestTorchReportShapeWithoutBatching(t *testing.T) {
+	py, err := torchtest.Python(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cfg := `
+name: "simple_linear"
+platform: "pytorch_libtorch"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
+`
+	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := [][]float32{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {0, -1, 2, -3, 4, -5, 6, -7, 8, -9}}
+	want, err := torchtest.Reference(t.Context(), py, modelPath, x)
+	if err != nil {
+		t.Fatalf("reference forward: %v", err)
+	}
+	xj, _ := json.Marshal(x)
+	body := fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","data":%s}]}`, xj)
+	for _, strict := range []bool{false, true} {
+		mgr, err := repository.New(repository.Options{
+			Repositories: []string{root}, StrictModelConfig: true, StrictInputShapes: strict,
+			Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgr.LoadAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(New(Options{Manager: mgr}))
+		e := &env{srv: srv, mgr: mgr}
+		r, b := e.do(t, "POST", "/v2/models/simple_linear/infer", []byte(body), nil)
+		srv.Close()
+		mgr.Close(context.Background())
+		if strict {
+			if r.StatusCode != 400 {
+				t.Fatalf("strict: status %d %s, want 400", r.StatusCode, b)
+			}
+			continue
+		}
+		if r.StatusCode != 200 {
+			t.Fatalf("status %d %s", r.StatusCode, b)
+		}
+		var resp inferResponse
+		if err := json.Unmarshal(b, &resp); err != nil {
+			t.Fatal(err)
+		}
+		var got []float32
+		if err := json.Unmarshal(resp.Outputs[0].Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(resp.Outputs[0].Shape) != "[2 5]" || len(got) != len(want) {
+			t.Fatalf("output shape %v, %d values", resp.Outputs[0].Shape, len(got))
+		}
+		for i := range want {
+			if math.Abs(float64(got[i])-want[i]) > 1e-6 {
+				t.Errorf("value %d = %v, torch says %v", i, got[i], want[i])
+			}
+		}
+	}
+}

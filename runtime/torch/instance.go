@@ -310,6 +310,12 @@ func (in *instance) checkInput(ts *backend.TensorSpec, t *backend.Tensor) error 
 			return backend.Errorf(backend.InvalidArg, "model %q: input %q has batch size %d, allowed 1..%d", in.name, t.Name, b, in.maxBatch)
 		}
 		dims = dims[1:]
+	} else if len(dims) == len(ts.Dims)+1 && dims[0] >= 1 {
+		// One leading dimension more than a non-batching model declares:
+		// the repository lets it through unless --strict-input-shapes (the
+		// field report's client sends [2,10] for dims [10]), and forward()
+		// takes the tensor as it is.
+		dims = dims[1:]
 	}
 	if !shapeMatches(dims, ts.Dims) {
 		want := ts.Dims
