@@ -28,12 +28,7 @@ import (
 )
 
 func TestTorchSimpleLinearGRPC(t *testing.T) {
-	py, err := torchtest.Python(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cfg := `
+	py, root, modelPath := torchtest.Repository(t, `
 name: "simple_linear"
 platform: "pytorch_libtorch"
 max_batch_size: 32
@@ -41,11 +36,7 @@ input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 dynamic_batching { max_queue_delay_microseconds: 500 }
 instance_group [{ kind: KIND_CPU count: 2 }]
-`
-	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	mgr, err := repository.New(repository.Options{
 		Repositories: []string{root}, StrictModelConfig: true,
 		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},

@@ -26,12 +26,7 @@ import (
 )
 
 func TestTorchSimpleLinearEndToEnd(t *testing.T) {
-	py, err := torchtest.Python(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cfg := `
+	py, root, modelPath := torchtest.Repository(t, `
 name: "simple_linear"
 platform: "pytorch_libtorch"
 max_batch_size: 32
@@ -39,25 +34,8 @@ input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 dynamic_batching { preferred_batch_size: [ 4, 8, 16 ] max_queue_delay_microseconds: 1000 }
 instance_group [{ kind: KIND_CPU count: 2 }]
-`
-	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := repository.New(repository.Options{
-		Repositories: []string{root}, StrictModelConfig: true,
-		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mgr.Close(context.Background())
-	if err := mgr.LoadAll(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(Options{Manager: mgr}))
-	defer srv.Close()
-	e := &env{srv: srv, mgr: mgr}
+`)
+	e := torchEnv(t, root, false)
 
 	x := make([][]float32, 2)
 	for r := range x {
@@ -74,16 +52,7 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 	if len(want) != 10 {
 		t.Fatalf("reference output has %d values, want 10", len(want))
 	}
-	check := func(kind string, got []float32) {
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d values, want %d", kind, len(got), len(want))
-		}
-		for i := range want {
-			if math.Abs(float64(got[i])-want[i]) > 1e-6 {
-				t.Errorf("%s: value %d = %v, torch says %v", kind, i, got[i], want[i])
-			}
-		}
-	}
+	check := func(kind string, got []float32) { closeToTorch(t, kind, got, want) }
 
 	// JSON in, JSON out.
 	body := fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","data":%s}]}`, xj)
@@ -91,16 +60,9 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 	if r.StatusCode != 200 {
 		t.Fatalf("JSON infer: %d %s", r.StatusCode, b)
 	}
-	var resp inferResponse
-	if err := json.Unmarshal(b, &resp); err != nil {
-		t.Fatal(err)
-	}
-	var got []float32
-	if err := json.Unmarshal(resp.Outputs[0].Data, &got); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(resp.Outputs[0].Shape) != "[2 5]" {
-		t.Errorf("shape %v", resp.Outputs[0].Shape)
+	shape, got := jsonOutput(t, b)
+	if shape != "[2 5]" {
+		t.Errorf("shape %v", shape)
 	}
 	check("json", got)
 
@@ -131,22 +93,13 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 // sent (forward() takes the rows), unless the server is strict about shapes
 // as Triton is.
 func TestTorchReportShapeWithoutBatching(t *testing.T) {
-	py, err := torchtest.Python(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cfg := `
+	py, root, modelPath := torchtest.Repository(t, `
 name: "simple_linear"
 platform: "pytorch_libtorch"
 max_batch_size: 0
 input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
-`
-	modelPath, err := torchtest.WriteRepository(t.Context(), py, root, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	x := [][]float32{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {0, -1, 2, -3, 4, -5, 6, -7, 8, -9}}
 	want, err := torchtest.Reference(t.Context(), py, modelPath, x)
 	if err != nil {
@@ -155,21 +108,7 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 	xj, _ := json.Marshal(x)
 	body := fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","data":%s}]}`, xj)
 	for _, strict := range []bool{false, true} {
-		mgr, err := repository.New(repository.Options{
-			Repositories: []string{root}, StrictModelConfig: true, StrictInputShapes: strict,
-			Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mgr.LoadAll(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(New(Options{Manager: mgr}))
-		e := &env{srv: srv, mgr: mgr}
-		r, b := e.do(t, "POST", "/v2/models/simple_linear/infer", []byte(body), nil)
-		srv.Close()
-		mgr.Close(context.Background())
+		r, b := torchEnv(t, root, strict).do(t, "POST", "/v2/models/simple_linear/infer", []byte(body), nil)
 		if strict {
 			if r.StatusCode != 400 {
 				t.Fatalf("strict: status %d %s, want 400", r.StatusCode, b)
@@ -179,21 +118,58 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
 		if r.StatusCode != 200 {
 			t.Fatalf("status %d %s", r.StatusCode, b)
 		}
-		var resp inferResponse
-		if err := json.Unmarshal(b, &resp); err != nil {
-			t.Fatal(err)
+		shape, got := jsonOutput(t, b)
+		if shape != "[2 5]" {
+			t.Fatalf("output shape %v", shape)
 		}
-		var got []float32
-		if err := json.Unmarshal(resp.Outputs[0].Data, &got); err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(resp.Outputs[0].Shape) != "[2 5]" || len(got) != len(want) {
-			t.Fatalf("output shape %v, %d values", resp.Outputs[0].Shape, len(got))
-		}
-		for i := range want {
-			if math.Abs(float64(got[i])-want[i]) > 1e-6 {
-				t.Errorf("value %d = %v, torch says %v", i, got[i], want[i])
-			}
+		closeToTorch(t, "json", got, want)
+	}
+}
+
+// torchEnv serves the repository root with the real libtorch backend until
+// the test ends.
+func torchEnv(t *testing.T, root string, strictShapes bool) *env {
+	t.Helper()
+	mgr, err := repository.New(repository.Options{
+		Repositories: []string{root}, StrictModelConfig: true, StrictInputShapes: strictShapes,
+		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.Close(context.Background()) })
+	if err := mgr.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Manager: mgr}))
+	t.Cleanup(srv.Close)
+	return &env{srv: srv, mgr: mgr}
+}
+
+// jsonOutput decodes the first output of a JSON infer response: its shape
+// (as fmt prints it) and its values.
+func jsonOutput(t *testing.T, b []byte) (string, []float32) {
+	t.Helper()
+	var resp inferResponse
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	if err := json.Unmarshal(resp.Outputs[0].Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(resp.Outputs[0].Shape), got
+}
+
+// closeToTorch compares outputs with torch's own forward within 1e-6.
+func closeToTorch(t *testing.T, kind string, got []float32, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", kind, len(got), len(want))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i])-want[i]) > 1e-6 {
+			t.Errorf("%s: value %d = %v, torch says %v", kind, i, got[i], want[i])
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // DefaultPython is the interpreter that has torch on the CI machine (the
@@ -125,4 +126,23 @@ func WriteRepository(ctx context.Context, py, root, config string) (string, erro
 		return "", fmt.Errorf("writing simple_linear's config.pbtxt: %w", err)
 	}
 	return modelPath, nil
+}
+
+// Repository is the usual start of an end-to-end test: it finds the
+// interpreter with torch and writes simple_linear with config.pbtxt cfg into
+// a fresh repository, failing t otherwise. It returns the interpreter, the
+// repository root and the model file.
+func Repository(t testing.TB, cfg string) (py, root, modelPath string) {
+	t.Helper()
+	ctx := context.Background()
+	py, err := Python(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	modelPath, err = WriteRepository(ctx, py, root, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return py, root, modelPath
 }
