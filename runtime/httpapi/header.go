@@ -408,7 +408,7 @@ func (p *scanner) output(out *inferOutput) error {
 
 func isHex4(b []byte) bool {
 	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
 			return false
 		}
 	}

@@ -67,10 +67,6 @@ type env struct {
 	be      *fake.Backend
 }
 
-func writeModel(t *testing.T, root, name, cfg string, versions ...string) {
-	writeModelTB(t, root, name, cfg, versions...)
-}
-
 func writeModelTB(t testing.TB, root, name, cfg string, versions ...string) {
 	t.Helper()
 	for _, v := range versions {

@@ -105,9 +105,8 @@ type Options struct {
 // Backend starts python stubs for model instances. It is safe for
 // concurrent use; one Backend serves every python model of a server.
 type Backend struct {
-	opts    Options
-	envs    envResolver
-	stubDir string
+	opts Options
+	envs envResolver
 
 	mu      sync.Mutex
 	scripts map[string]string // stub dir -> script path, once written
