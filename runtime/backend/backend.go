@@ -10,6 +10,7 @@ package backend
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -159,13 +160,20 @@ type Instance interface {
 }
 
 // Error is a backend or request error that carries the status class the
-// frontends map to HTTP and gRPC codes in one place.
+// frontends map to HTTP and gRPC codes in one place. Err, when set, is the
+// cause: errors.Is and errors.As see through an *Error to it (a cancelled
+// context, an *os.PathError, an *exec.ExitError), while Code alone decides
+// the status.
 type Error struct {
 	Code Code
 	Msg  string
+	Err  error
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns the cause, or nil.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Code classifies errors like Triton does.
 type Code int
@@ -181,7 +189,16 @@ const (
 	AlreadyExists
 )
 
-// Errorf builds an *Error with a formatted message.
+// Errorf builds an *Error with a message formatted like fmt.Errorf's:
+// operands of %w become its cause (several are joined).
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	e := &Error{Code: code, Msg: err.Error()}
+	switch w := err.(type) {
+	case interface{ Unwrap() error }:
+		e.Err = w.Unwrap()
+	case interface{ Unwrap() []error }:
+		e.Err = errors.Join(w.Unwrap()...)
+	}
+	return e
 }

@@ -2,6 +2,12 @@ package backend
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"testing"
 )
 
@@ -21,5 +27,38 @@ func TestAppendUint(t *testing.T) {
 		if want := append([]byte{0xaa}, c.want...); !bytes.Equal(got, want) {
 			t.Errorf("%s.AppendUint(%#x) = %x, want %x", c.dt, c.v, got, want)
 		}
+	}
+}
+
+func TestErrorKeepsItsCause(t *testing.T) {
+	_, statErr := os.Stat("/nonexistent/model.pt")
+	err := Errorf(NotFound, "model %q: %w", "m", statErr)
+	if err.Error() != `model "m": `+statErr.Error() {
+		t.Errorf("message %q", err)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(%v, fs.ErrNotExist) = false", err)
+	}
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path != "/nonexistent/model.pt" {
+		t.Errorf("errors.As(*fs.PathError) through %v: %v", err, pe)
+	}
+	if errors.Unwrap(err) != statErr {
+		t.Errorf("Unwrap = %v, want the stat error", errors.Unwrap(err))
+	}
+
+	// Several %w operands are all causes; %v keeps only the text.
+	both := Errorf(Internal, "%w and %w", context.Canceled, io.EOF)
+	if !errors.Is(both, context.Canceled) || !errors.Is(both, io.EOF) {
+		t.Errorf("%v does not wrap both causes", both)
+	}
+	if flat := Errorf(Internal, "x: %v", context.Canceled); flat.Unwrap() != nil || errors.Is(flat, context.Canceled) {
+		t.Errorf("%%v must not wrap: %#v", flat)
+	}
+
+	// An *Error further down a chain is still found, with its code.
+	var be *Error
+	if outer := fmt.Errorf("loading: %w", err); !errors.As(outer, &be) || be.Code != NotFound || !errors.Is(outer, fs.ErrNotExist) {
+		t.Errorf("through fmt.Errorf: %v", outer)
 	}
 }

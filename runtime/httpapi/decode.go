@@ -55,7 +55,7 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 	}
 	var ir inferRequest
 	if err := parseHeader(header, &ir); err != nil {
-		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
+		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
 	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
 	for i := range ir.Inputs {

@@ -122,7 +122,7 @@ func writeError(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, backend.Errorf(backend.Internal, "encoding response: %v", err))
+		writeError(w, backend.Errorf(backend.Internal, "encoding response: %w", err))
 		return
 	}
 	h := w.Header()
@@ -227,12 +227,12 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 	var req indexRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
-		writeError(w, backend.Errorf(backend.InvalidArg, "reading request body: %v", err))
+		writeError(w, backend.Errorf(backend.InvalidArg, "reading request body: %w", err))
 		return
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err))
+			writeError(w, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err))
 			return
 		}
 	}
@@ -322,7 +322,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, erro
 			if errors.As(err, &mbe) {
 				return nil, &tooLarge{limit: limit, size: -1}
 			}
-			return nil, backend.Errorf(backend.InvalidArg, "reading request body: %v", err)
+			return nil, backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
 		}
 	}
 	*bp = buf
@@ -493,12 +493,12 @@ type controlRequest struct {
 func (s *Server) readControlRequest(w http.ResponseWriter, r *http.Request) (*controlRequest, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxInputSize))
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "reading request body: %v", err)
+		return nil, backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
 	}
 	var req controlRequest
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %v", err)
+			return nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 		}
 	}
 	return &req, nil

@@ -59,7 +59,7 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 			if esc {
 				var s string
 				if err := json.Unmarshal(raw[i:j], &s); err != nil {
-					return nil, backend.Errorf(backend.InvalidArg, "input '%s': bad string element: %v", name, err)
+					return nil, backend.Errorf(backend.InvalidArg, "input '%s': bad string element: %w", name, err)
 				}
 				tok = []byte(s)
 			}
@@ -75,7 +75,7 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 		tok := raw[i:j]
 		var err error
 		if out, err = appendScalar(out, dt, tok); err != nil {
-			return nil, backend.Errorf(backend.InvalidArg, "input '%s': element %d: %v", name, count, err)
+			return nil, backend.Errorf(backend.InvalidArg, "input '%s': element %d: %w", name, count, err)
 		}
 		count++
 		i = j

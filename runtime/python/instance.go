@@ -159,7 +159,7 @@ func (in *Instance) ensureRunning(ctx context.Context) error {
 	stop := context.AfterFunc(in.unloading, cancel)
 	defer stop()
 	if err := in.start(ctx); err != nil {
-		return backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %v", in.spec.Name, in.idx, err)
+		return backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %w", in.spec.Name, in.idx, err)
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		return nil, err
 	}
 	if err := in.shm.ensure(alignUp(end)); err != nil {
-		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
+		return nil, backend.Errorf(backend.Internal, "python model %q: %w", in.spec.Name, err)
 	}
 	in.seq++
 	msg := in.msg[:0]
@@ -304,7 +304,7 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		return nil, err
 	}
 	if err := in.shm.follow(rep.Shm); err != nil {
-		return nil, backend.Errorf(backend.Internal, "python model %q: %v", in.spec.Name, err)
+		return nil, backend.Errorf(backend.Internal, "python model %q: %w", in.spec.Name, err)
 	}
 	if rep.Err != "" {
 		// execute raised (or returned something unusable): the whole
@@ -374,7 +374,7 @@ func (in *Instance) stubFailed(proc *stubProc, what string, err error) error {
 	in.proc = nil
 	in.restartSoon()
 	in.logger.Printf("%spython stub failed: %v; restarting it", in.prefix, desc)
-	return backend.Errorf(backend.Internal, "python model %q instance %d: %v; the stub is being restarted",
+	return backend.Errorf(backend.Internal, "python model %q instance %d: %w; the stub is being restarted",
 		in.spec.Name, in.idx, desc)
 }
 

@@ -23,7 +23,7 @@ import (
 func configOverride(name string, data []byte) (*modelconfig.ModelConfig, error) {
 	cfg := &modelconfig.ModelConfig{}
 	if err := protojson.Unmarshal(data, cfg); err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "load parameter 'config' of model '%s' is not a valid model configuration: %v", name, err)
+		return nil, backend.Errorf(backend.InvalidArg, "load parameter 'config' of model '%s' is not a valid model configuration: %w", name, err)
 	}
 	switch cfg.GetName() {
 	case "":

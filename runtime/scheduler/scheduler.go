@@ -421,7 +421,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 	if err != nil {
 		var be *backend.Error
 		if !errors.As(err, &be) {
-			err = backend.Errorf(backend.Internal, "model '%s' failed: %v", s.cfg.Name, err)
+			err = backend.Errorf(backend.Internal, "model '%s' failed: %w", s.cfg.Name, err)
 		}
 		for _, j := range batch {
 			s.stats.fail.add(t2.Sub(j.start))

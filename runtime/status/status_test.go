@@ -24,6 +24,9 @@ func TestMapping(t *testing.T) {
 		{backend.Errorf(backend.Internal, "x"), 500, codes.Internal},
 		{backend.Errorf(backend.AlreadyExists, "x"), 400, codes.AlreadyExists},
 		{fmt.Errorf("loading: %w", backend.Errorf(backend.NotFound, "x")), 404, codes.NotFound},
+		// The outermost *backend.Error decides, whatever it wraps.
+		{backend.Errorf(backend.Internal, "model failed: %w", context.Canceled), 500, codes.Internal},
+		{backend.Errorf(backend.InvalidArg, "input: %w", backend.Errorf(backend.NotFound, "x")), 400, codes.InvalidArgument},
 		{context.Canceled, 503, codes.Unavailable},
 		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), 503, codes.Unavailable},
 		{errors.New("plain"), 500, codes.Internal},

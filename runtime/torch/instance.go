@@ -47,30 +47,30 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	where := fmt.Sprintf("model %q version %d instance %d", spec.Name, spec.Version, idx)
 	for _, ts := range spec.Inputs {
 		if err := checkSupported(ts.DataType); err != nil {
-			return nil, backend.Errorf(backend.Unsupported, "%s: input %q: %v", where, ts.Name, err)
+			return nil, backend.Errorf(backend.Unsupported, "%s: input %q: %w", where, ts.Name, err)
 		}
 	}
 	for _, ts := range spec.Outputs {
 		if err := checkSupported(ts.DataType); err != nil {
-			return nil, backend.Errorf(backend.Unsupported, "%s: output %q: %v", where, ts.Name, err)
+			return nil, backend.Errorf(backend.Unsupported, "%s: output %q: %w", where, ts.Name, err)
 		}
 	}
 	intra, err := threadParam(spec.Parameters, ParamIntraOpThreads)
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 	}
 	inter, err := threadParam(spec.Parameters, ParamInterOpThreads)
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 	}
 
 	noOpt, err := boolParam(spec.Parameters, ParamDisableOptimizedExecution, false)
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 	}
 	inferenceMode, err := boolParam(spec.Parameters, ParamInferenceMode, true)
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "%s: %v", where, err)
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 	}
 
 	if err := b.prepareProcess(ctx, where, spec, inter); err != nil {
@@ -88,7 +88,7 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	inst, err := newInstance(spec, mod, mod.InputNames(), mod.NumRequiredInputs(), mod.NumOutputs())
 	if err != nil {
 		_ = mod.Close()
-		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %v", where, modelPath(spec), err)
+		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %w", where, modelPath(spec), err)
 	}
 	inst.close = mod.Close
 	return inst, nil
@@ -126,11 +126,12 @@ func asBackendError(err error, target **backend.Error) bool {
 	return ok
 }
 
-// wrapErr prefixes a backend error's message with where, keeping its code.
+// wrapErr prefixes a backend error's message with where, keeping its code
+// and the error itself as the cause.
 func wrapErr(where string, err error) error {
 	var be *backend.Error
 	if asBackendError(err, &be) {
-		return &backend.Error{Code: be.Code, Msg: where + ": " + be.Msg}
+		return backend.Errorf(be.Code, "%s: %w", where, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }
@@ -359,7 +360,7 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	for _, g := range in.group(ok) {
 		if err := ctx.Err(); err != nil {
 			for _, p := range g {
-				resps[p.req] = &backend.Response{Err: backend.Errorf(backend.Unavailable, "model %q: %v", in.name, err)}
+				resps[p.req] = &backend.Response{Err: backend.Errorf(backend.Unavailable, "model %q: %w", in.name, err)}
 			}
 			continue
 		}

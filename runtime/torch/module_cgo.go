@@ -169,7 +169,7 @@ func probeLibrary(ctx context.Context, loaded []string, path string) error {
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
-		return backend.Errorf(backend.Internal, "loading op library %s: running %s: %v", path, probe, err)
+		return backend.Errorf(backend.Internal, "loading op library %s: running %s: %w", path, probe, err)
 	}
 	if reason == "" {
 		reason = exit.String() // killed by a signal, for example
