@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/extract"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 )
 
 // Executor runs a plan's build nodes in dependency order.
@@ -27,7 +29,7 @@ type Executor struct {
 	Store *Store
 	// ProjectDir anchors built-in recipes' local sources and patches.
 	ProjectDir string
-	Settings   Settings
+	Settings   recipe.Settings
 	// Jobs overrides the planned parallelism when > 0 (--jobs).
 	Jobs int
 	// Until stops a node's build after this step ("fetch", "configure",
@@ -231,13 +233,13 @@ func nodeMeta(n *Node) NodeMeta {
 	m := NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
 	s := n.Ver.Source
 	switch s.Kind() {
-	case SourceURL:
+	case recipe.SourceURL:
 		m.SourceURL, m.SHA256 = s.URL, s.SHA256
-	case SourceApt:
+	case recipe.SourceApt:
 		m.SourceURL, m.SHA256 = "apt:"+s.Apt+"="+s.AptVersion+"/"+s.File, s.SHA256
-	case SourceGit:
+	case recipe.SourceGit:
 		m.SourceURL = "git+" + s.Git + "@" + s.Commit
-	case SourceLocal:
+	case recipe.SourceLocal:
 		m.SourceURL = "local:" + n.SourceDigest
 	}
 	return m
@@ -277,9 +279,9 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.Kind() == SourceLocal {
-		dir := n.Recipe.resolvePath(s.Local, e.ProjectDir)
-		if err := copyTree(dir, tmp, func(rel string) bool { return excluded(rel, s.Exclude) }); err != nil {
+	if s.Kind() == recipe.SourceLocal {
+		dir := n.Recipe.ResolvePath(s.Local, e.ProjectDir)
+		if err := copyTree(dir, tmp, s.Excluded); err != nil {
 			return fmt.Errorf("%s %s: copying local source %s: %w", n.Name, n.Version, dir, err)
 		}
 	}
@@ -289,13 +291,13 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 			return fmt.Errorf("%s %s: extracting source: %w", n.Name, n.Version, err)
 		}
 	}
-	patches := append(append([]Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
+	patches := append(append([]recipe.Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
 	for i, p := range patches {
 		strip := 1
 		if p.Strip != nil {
 			strip = *p.Strip
 		}
-		file := n.Recipe.resolvePath(p.File, e.ProjectDir)
+		file := n.Recipe.ResolvePath(p.File, e.ProjectDir)
 		step := fmt.Sprintf("patch-%d", i+1)
 		if err := b.run(ctx, step, tmp, nil, "patch", "-p"+strconv.Itoa(strip), "--forward", "--batch", "-i", file); err != nil {
 			return err
@@ -315,11 +317,11 @@ func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
 	var err error
 	cache := e.Store.Sources()
 	switch s.Kind() {
-	case SourceURL:
+	case recipe.SourceURL:
 		archive, err = fetch.FetchURL(ctx, fetch.URLSpec{URLs: mirrorURLs(e.Settings.Mirrors, n.Name, s), SHA256: s.SHA256}, cache, e.FetchOptions)
-	case SourceApt:
+	case recipe.SourceApt:
 		archive, err = fetch.FetchApt(ctx, fetch.AptSpec{Package: s.Apt, Version: s.AptVersion, File: s.File, SHA256: s.SHA256}, cache, e.FetchOptions)
-	case SourceGit:
+	case recipe.SourceGit:
 		archive, err = fetch.FetchGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
 	}
 	if err != nil {
@@ -348,7 +350,7 @@ func (e *Executor) Fetch(ctx context.Context, nodes []*Node) error {
 
 // mirrorURLs puts the configured mirrors (MIRROR/NAME/FILE) and the
 // recipe's own mirrors before the upstream URL.
-func mirrorURLs(mirrors []string, name string, s Source) []string {
+func mirrorURLs(mirrors []string, name string, s recipe.Source) []string {
 	var out []string
 	file := path.Base(s.URL)
 	for _, m := range mirrors {
@@ -366,7 +368,7 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 	vars := map[string]string{
 		"prefix": b.prefix, "src": b.src, "build": b.build, "name": n.Name, "version": n.Version,
 		"jobs": strconv.Itoa(b.jobs.Compile), "link_jobs": strconv.Itoa(b.jobs.Link),
-		"project": e.ProjectDir, "recipe_dir": n.Recipe.baseDir,
+		"project": e.ProjectDir, "recipe_dir": n.Recipe.BaseDir(),
 	}
 	for k, v := range n.Options {
 		vars["options."+k] = renderOption(v, false)
@@ -427,11 +429,11 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 	// What dependencies export (their ABI settings, say) comes before the
 	// recipe's own env, which may override it.
 	for _, d := range closureOf(n) {
-		for _, k := range sortedKeys(d.Recipe.Exports) {
+		for _, k := range slices.Sorted(maps.Keys(d.Recipe.Exports)) {
 			env = append(env, k+"="+expandNode(d, e.Store.TreeDir(d), d.Recipe.Exports[k]))
 		}
 	}
-	for _, k := range sortedKeys(n.Recipe.Env) {
+	for _, k := range slices.Sorted(maps.Keys(n.Recipe.Env)) {
 		env = append(env, k+"="+b.expand(n.Recipe.Env[k], false))
 	}
 	b.env = env
@@ -477,37 +479,33 @@ func renderOption(v any, cmake bool) string {
 // expandNode substitutes another node's own references (options,
 // prefix, version) in its exports.
 func expandNode(n *Node, prefix, s string) string {
-	return refRE.ReplaceAllStringFunc(s, func(m string) string {
-		key := m[2 : len(m)-1]
+	return recipe.Expand(s, func(key string) (string, bool) {
 		switch {
 		case strings.HasPrefix(key, "options."):
 			if v, ok := n.Options[strings.TrimPrefix(key, "options.")]; ok {
-				return renderOption(v, false)
+				return renderOption(v, false), true
 			}
 		case key == "prefix":
-			return prefix
+			return prefix, true
 		case key == "version":
-			return n.Version
+			return n.Version, true
 		case key == "name":
-			return n.Name
+			return n.Name, true
 		}
-		return m
+		return "", false
 	})
 }
 
 // expand substitutes ${...} references; unknown ones stay for the shell.
 func (b *nodeBuild) expand(s string, cmake bool) string {
-	return refRE.ReplaceAllStringFunc(s, func(m string) string {
-		key := m[2 : len(m)-1]
+	return recipe.Expand(s, func(key string) (string, bool) {
 		if strings.HasPrefix(key, "options.") {
 			if v, ok := b.n.Options[strings.TrimPrefix(key, "options.")]; ok {
-				return renderOption(v, cmake)
+				return renderOption(v, cmake), true
 			}
 		}
-		if v, ok := b.vars[key]; ok {
-			return v
-		}
-		return m
+		v, ok := b.vars[key]
+		return v, ok
 	})
 }
 
@@ -526,7 +524,7 @@ func (b *nodeBuild) runBuildSystem(ctx context.Context) error {
 	return fmt.Errorf("%s: no build system", b.n.Name)
 }
 
-func (b *nodeBuild) cmake(ctx context.Context, c *CMakeBuild) error {
+func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 	gen := string(c.Generator)
 	if gen == "" {
 		gen = "Ninja"
@@ -556,7 +554,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *CMakeBuild) error {
 		if b.launch != nil {
 			args = append(args, b.launch.CMakeArgs()...)
 		}
-		for _, k := range sortedKeys(c.Defines) {
+		for _, k := range slices.Sorted(maps.Keys(c.Defines)) {
 			args = append(args, "-D"+k+"="+b.expand(c.Defines[k], true))
 		}
 		if err := b.run(ctx, "configure", b.build, nil, "cmake", args...); err != nil {
@@ -598,7 +596,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *CMakeBuild) error {
 	return nil
 }
 
-func (b *nodeBuild) makeBuild(ctx context.Context, m *MakeBuild) error {
+func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 	if len(m.Configure) > 0 {
 		args := make([]string, len(m.Configure))
 		for i, a := range m.Configure {
@@ -633,7 +631,7 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *MakeBuild) error {
 	return b.run(ctx, "install", b.src, nil, "make", append(append(install, extra...), "DESTDIR="+b.destdir)...)
 }
 
-func (b *nodeBuild) goBuild(ctx context.Context, g *GoBuild) error {
+func (b *nodeBuild) goBuild(ctx context.Context, g *recipe.GoBuild) error {
 	out := filepath.Join(b.destdir, b.prefix, "bin")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -653,7 +651,7 @@ func (b *nodeBuild) goBuild(ctx context.Context, g *GoBuild) error {
 	return b.run(ctx, "build", b.src, []string{"CGO_ENABLED=" + cgo}, "go", args...)
 }
 
-func (b *nodeBuild) script(ctx context.Context, s *ScriptBuild) error {
+func (b *nodeBuild) script(ctx context.Context, s *recipe.ScriptBuild) error {
 	cc, cxx := b.cc, b.cxx
 	if b.launch != nil {
 		cc, cxx = b.launch.Wrap(cc, cxx)
@@ -841,5 +839,3 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	}
 	return out.Close()
 }
-
-var _ = sort.Strings

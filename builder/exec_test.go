@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 )
 
 // fixture is a hermetic world for the executor: an upstream server and a
@@ -37,7 +38,7 @@ type fixture struct {
 	serve    func(w http.ResponseWriter, r *http.Request, n int64) bool
 	recipes  string
 	store    *Store
-	settings Settings
+	settings recipe.Settings
 }
 
 func needTools(t *testing.T, tools ...string) {
@@ -89,13 +90,13 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.store = st
-	f.settings = Settings{Targets: []string{"app", "other"}}
+	f.settings = recipe.Settings{Targets: []string{"app", "other"}}
 	return f
 }
 
 func (f *fixture) plan(force ...string) *Plan {
 	f.t.Helper()
-	set, err := LoadRecipes(OSRecipeDir(f.recipes))
+	set, err := recipe.Load(recipe.OSDir(f.recipes))
 	if err != nil {
 		f.t.Fatal(err)
 	}

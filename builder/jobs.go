@@ -6,13 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
 // AssignJobs fills each build node's starting parallelism from the host
 // probe and the node's memory profile (learned figures first, then the
 // recipe's declaration, then defaults). jobs > 0 overrides the count.
-func AssignJobs(plan *Plan, store *Store, host *toolchain.Host, jobs int, reserve ByteSize) {
+func AssignJobs(plan *Plan, store *Store, host *toolchain.Host, jobs int, reserve recipe.ByteSize) {
 	for _, n := range plan.Nodes {
 		if n.Status == StatusExternal {
 			continue

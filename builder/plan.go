@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 )
 
 // Status says what executing the plan will do with a node.
@@ -41,12 +42,12 @@ type Node struct {
 	// Jobs is the parallelism the build would start with, and why.
 	Jobs *JobPlan `json:"jobs,omitempty"`
 
-	Recipe       *Recipe        `json:"-"`
-	Ver          *Version       `json:"-"`
-	Options      map[string]any `json:"-"`
-	Deps         []*Node        `json:"-"`
-	Toolchain    *Node          `json:"-"`
-	SourceDigest string         `json:"-"`
+	Recipe       *recipe.Recipe  `json:"-"`
+	Ver          *recipe.Version `json:"-"`
+	Options      map[string]any  `json:"-"`
+	Deps         []*Node         `json:"-"`
+	Toolchain    *Node           `json:"-"`
+	SourceDigest string          `json:"-"`
 	// Identity is what dependents hash for an external: its detected
 	// version and path.
 	Identity string `json:"-"`
@@ -111,7 +112,7 @@ func (p *Plan) Closure(names ...string) []*Node {
 
 // PlanOptions are the inputs of planning besides the recipes.
 type PlanOptions struct {
-	Settings Settings
+	Settings recipe.Settings
 	// Targets to plan; empty means Settings.Targets.
 	Targets []string
 	// Store answers "is this hash built?"; nil plans everything as build.
@@ -130,7 +131,7 @@ type PlanOptions struct {
 // MakePlan resolves targets into nodes with content hashes. It never
 // touches the network; it reads local sources to hash them, runs the probes
 // of externals, and asks the store which hashes exist.
-func MakePlan(ctx context.Context, set *RecipeSet, opts PlanOptions) (*Plan, error) {
+func MakePlan(ctx context.Context, set *recipe.Set, opts PlanOptions) (*Plan, error) {
 	targets := opts.Targets
 	if len(targets) == 0 {
 		targets = opts.Settings.Targets
@@ -172,14 +173,14 @@ func MakePlan(ctx context.Context, set *RecipeSet, opts PlanOptions) (*Plan, err
 }
 
 type planner struct {
-	set   *RecipeSet
+	set   *recipe.Set
 	opts  PlanOptions
 	nodes map[string]*Node
 	order []*Node
 	cc    string
 }
 
-func (pl *planner) resolve(ctx context.Context, name string, constraint Constraint, path []string) (*Node, error) {
+func (pl *planner) resolve(ctx context.Context, name string, constraint recipe.Constraint, path []string) (*Node, error) {
 	if n := pl.nodes[name]; n != nil {
 		if !constraint.Match(n.Version) {
 			return nil, fmt.Errorf("%s needs %s %s, but %s %s is selected", strings.Join(path, " -> "), name, constraint, name, n.Version)
@@ -195,7 +196,7 @@ func (pl *planner) resolve(ctx context.Context, name string, constraint Constrai
 		return nil, err
 	}
 	n := &Node{Name: name, Version: ver.Version, Recipe: r, Ver: ver, Depends: []string{}}
-	if n.Options, err = resolveOptions(r, pl.opts.Settings.Options[name]); err != nil {
+	if n.Options, err = r.ResolveOptions(pl.opts.Settings.Options[name]); err != nil {
 		return nil, err
 	}
 	for _, dep := range r.Depends {
@@ -212,7 +213,7 @@ func (pl *planner) resolve(ctx context.Context, name string, constraint Constrai
 			return nil, err
 		}
 		n.Toolchain = tc
-		if !contains(n.Depends, tc.Name) {
+		if !slices.Contains(n.Depends, tc.Name) {
 			n.Deps = append(n.Deps, tc)
 			n.Depends = append(n.Depends, tc.Name)
 		}
@@ -225,7 +226,7 @@ func (pl *planner) resolve(ctx context.Context, name string, constraint Constrai
 	return n, nil
 }
 
-func (pl *planner) pickVersion(r *Recipe, c Constraint) (*Version, error) {
+func (pl *planner) pickVersion(r *recipe.Recipe, c recipe.Constraint) (*recipe.Version, error) {
 	if want, ok := pl.opts.Settings.Versions[r.Name]; ok {
 		v := r.FindVersion(want)
 		if v == nil {
@@ -233,7 +234,7 @@ func (pl *planner) pickVersion(r *Recipe, c Constraint) (*Version, error) {
 			for _, v := range r.Versions {
 				have = append(have, v.Version)
 			}
-			return nil, fmt.Errorf("build config pins %s to %q, but the recipe (%s) has only %s", r.Name, want, r.file, strings.Join(have, ", "))
+			return nil, fmt.Errorf("build config pins %s to %q, but the recipe (%s) has only %s", r.Name, want, r.File(), strings.Join(have, ", "))
 		}
 		if !c.Match(v.Version) {
 			return nil, fmt.Errorf("build config pins %s to %s, which does not satisfy %q", r.Name, want, c)
@@ -247,28 +248,6 @@ func (pl *planner) pickVersion(r *Recipe, c Constraint) (*Version, error) {
 		return m[0], nil
 	}
 	return nil, fmt.Errorf("no version of %s satisfies %q", r.Name, c)
-}
-
-// resolveOptions merges build.yaml values over the recipe's defaults, with
-// types checked.
-func resolveOptions(r *Recipe, set map[string]any) (map[string]any, error) {
-	out := map[string]any{}
-	for name, o := range r.Options {
-		v, _ := coerceOption(o, o.Default)
-		out[name] = v
-	}
-	for name, v := range set {
-		o, ok := r.Options[name]
-		if !ok {
-			return nil, fmt.Errorf("build config sets option %s.%s, but recipe %s declares no such option (it has: %s)", r.Name, name, r.file, strings.Join(sortedKeys(r.Options), ", "))
-		}
-		cv, err := coerceOption(o, v)
-		if err != nil {
-			return nil, fmt.Errorf("build config option %s.%s: %v", r.Name, name, err)
-		}
-		out[name] = cv
-	}
-	return out, nil
 }
 
 // finish computes the node's source digest, identity, hash and status.
@@ -305,7 +284,7 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 	if n.Toolchain == nil {
 		compiler = pl.hostCompiler(ctx)
 	}
-	canon, err := n.Recipe.canonical(n.Ver)
+	canon, err := n.Recipe.Canonical(n.Ver)
 	if err != nil {
 		return err
 	}
@@ -318,7 +297,7 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 		"platform": pl.opts.Platform,
 	})
 	switch {
-	case contains(pl.opts.Force, n.Name):
+	case slices.Contains(pl.opts.Force, n.Name):
 		n.Status, n.Reason = StatusBuild, "forced"
 	case pl.opts.Store != nil && pl.opts.Store.Has(n):
 		n.Status, n.Reason = StatusCached, "in store"
@@ -341,59 +320,32 @@ func (pl *planner) sourceDigest(n *Node) (string, error) {
 	s := n.Ver.Source
 	var id string
 	switch s.Kind() {
-	case SourceURL, SourceApt:
+	case recipe.SourceURL, recipe.SourceApt:
 		id = "sha256:" + s.SHA256
-	case SourceGit:
+	case recipe.SourceGit:
 		id = "git:" + s.Commit
-	case SourceLocal:
-		dir := n.Recipe.resolvePath(s.Local, pl.opts.ProjectDir)
-		ex := s.Exclude
-		h, err := fetch.HashDir(dir, func(rel string) bool { return excluded(rel, ex) })
+	case recipe.SourceLocal:
+		dir := n.Recipe.ResolvePath(s.Local, pl.opts.ProjectDir)
+		h, err := fetch.HashDir(dir, s.Excluded)
 		if err != nil {
-			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.file, dir, err)
+			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.File(), dir, err)
 		}
 		id = "local:" + h
 	}
-	patches := append(append([]Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
+	patches := append(append([]recipe.Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
 	for _, p := range patches {
-		data, err := os.ReadFile(n.Recipe.resolvePath(p.File, pl.opts.ProjectDir))
+		data, err := os.ReadFile(n.Recipe.ResolvePath(p.File, pl.opts.ProjectDir))
 		if err != nil {
-			return "", fmt.Errorf("%s: patch %s: %w", n.Recipe.file, p.File, err)
+			return "", fmt.Errorf("%s: patch %s: %w", n.Recipe.File(), p.File, err)
 		}
 		sum := sha256.Sum256(data)
 		got := hex.EncodeToString(sum[:])
 		if p.SHA256 != "" && p.SHA256 != got {
-			return "", fmt.Errorf("%s: patch %s: sha256 %s, recipe says %s", n.Recipe.file, p.File, got, p.SHA256)
+			return "", fmt.Errorf("%s: patch %s: sha256 %s, recipe says %s", n.Recipe.File(), p.File, got, p.SHA256)
 		}
 		id += "+patch:" + got
 	}
 	return id, nil
-}
-
-// excluded matches a slash path against exclude patterns: a pattern matches
-// the path itself or any directory prefix, with filepath.Match globs.
-func excluded(rel string, patterns []string) bool {
-	parts := strings.Split(rel, "/")
-	for _, p := range patterns {
-		p = strings.TrimSuffix(p, "/")
-		for i := 1; i <= len(parts); i++ {
-			if ok, _ := filepath.Match(p, strings.Join(parts[:i], "/")); ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (r *Recipe) resolvePath(p, projectDir string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	base := r.baseDir
-	if r.builtin && projectDir != "" {
-		base = projectDir
-	}
-	return filepath.Join(base, p)
 }
 
 func (pl *planner) hostCompiler(ctx context.Context) string {
@@ -407,20 +359,6 @@ func (pl *planner) hostCompiler(ctx context.Context) string {
 		}
 	}
 	return pl.cc
-}
-
-// canonical is the recipe as hashed: the decoded struct with only the
-// selected version, re-encoded as JSON, so formatting and comments in the
-// YAML do not change hashes but every semantic field does.
-func (r *Recipe) canonical(v *Version) (json.RawMessage, error) {
-	c := *r
-	c.Versions = []Version{*v}
-	c.Description, c.Homepage = "", ""
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("encoding recipe %s: %w", r.Name, err)
-	}
-	return b, nil
 }
 
 func hashJSON(v any) string {
@@ -447,9 +385,9 @@ func (e *ExternalError) Error() string {
 
 // ProbeExternal runs the recipe's probe against prefix and returns the
 // detected version. Every check must pass.
-func ProbeExternal(ctx context.Context, r *Recipe, prefix string) (string, error) {
+func ProbeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string, error) {
 	if r.Probe == nil {
-		return "", fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.file)
+		return "", fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.File())
 	}
 	if st, err := os.Stat(prefix); err != nil || !st.IsDir() {
 		return "", &ExternalError{Name: r.Name, Path: prefix, Check: "prefix exists", Detail: "no such directory", Help: firstHelp(r.Probe)}
@@ -493,7 +431,7 @@ func ProbeExternal(ctx context.Context, r *Recipe, prefix string) (string, error
 	return version, nil
 }
 
-func firstHelp(p *Probe) string {
+func firstHelp(p *recipe.Probe) string {
 	for _, c := range p.Checks {
 		if c.Help != "" {
 			return c.Help
@@ -515,5 +453,3 @@ func (p *Plan) SortedNames() []string {
 	}
 	return out
 }
-
-var _ = sort.Strings

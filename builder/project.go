@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 )
 
 // ProjectOptions locate a project's config, recipes and store.
@@ -25,9 +27,9 @@ type ProjectOptions struct {
 
 // Project is a loaded build.yaml, its recipes and its store.
 type Project struct {
-	Config   *Config
-	Settings Settings
-	Recipes  *RecipeSet
+	Config   *recipe.Config
+	Settings recipe.Settings
+	Recipes  *recipe.Set
 	Store    *Store
 	// Dir anchors relative paths and the built-in recipes' local sources.
 	Dir string
@@ -36,9 +38,9 @@ type Project struct {
 // OpenProject loads build.yaml (with the profile applied), the built-in
 // and user recipes, and opens the store.
 func OpenProject(opts ProjectOptions) (*Project, error) {
-	var cfg *Config
+	var cfg *recipe.Config
 	if _, err := os.Stat(opts.ConfigFile); err == nil || opts.ConfigExplicit {
-		c, err := LoadConfig(opts.ConfigFile)
+		c, err := recipe.LoadConfig(opts.ConfigFile)
 		if err != nil {
 			return nil, err
 		}
@@ -48,13 +50,13 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg = &Config{file: "(defaults)", dir: wd}
+		cfg = recipe.DefaultConfig(wd)
 	}
 	settings, err := cfg.Resolve(opts.Profile)
 	if err != nil {
 		return nil, err
 	}
-	dir := cfg.dir
+	dir := cfg.Dir()
 	if opts.ProjectDirHint != "" {
 		dir = opts.ProjectDirHint
 	}
@@ -62,17 +64,17 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 	if label == "" {
 		label = "recipes"
 	}
-	dirs := []RecipeDir{{FS: opts.Builtin, Label: label, BaseDir: dir, Builtin: true}}
+	dirs := []recipe.Dir{{FS: opts.Builtin, Label: label, BaseDir: dir, Builtin: true}}
 	for _, d := range settings.RecipesDirs {
-		dirs = append(dirs, OSRecipeDir(cfg.Abs(d)))
+		dirs = append(dirs, recipe.OSDir(cfg.Abs(d)))
 	}
 	for _, d := range opts.RecipeDirs {
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("--recipes %s: not a directory", d)
 		}
-		dirs = append(dirs, OSRecipeDir(d))
+		dirs = append(dirs, recipe.OSDir(d))
 	}
-	set, err := LoadRecipes(dirs...)
+	set, err := recipe.Load(dirs...)
 	if err != nil {
 		return nil, err
 	}

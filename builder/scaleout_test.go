@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -33,17 +34,8 @@ func TestChainLaunchAddsCcacheAndDistcc(t *testing.T) {
 	}
 }
 
-func TestScaleOutSettings(t *testing.T) {
-	if (*CcacheSettings)(nil).Config("/p") != nil {
-		t.Error("nil ccache settings gave a config")
-	}
-	if c := (&CcacheSettings{Dir: "cc"}).Config("/p"); c.Dir != "/p/cc" {
-		t.Errorf("relative dir resolved to %q", c.Dir)
-	}
-	if _, err := (&DistributeSettings{Distcc: &DistccSettings{Hosts: []string{"h/x"}}}).Config(); err == nil || !strings.Contains(err.Error(), "distribute.distcc") {
-		t.Errorf("bad host: %v", err)
-	}
-	d, err := (&DistributeSettings{Distcc: &DistccSettings{Hosts: []string{"a/3", "b/5"}}}).Config()
+func TestAddRemoteSlots(t *testing.T) {
+	d, err := (&recipe.DistributeSettings{Distcc: &recipe.DistccSettings{Hosts: []string{"a/3", "b/5"}}}).Config()
 	if err != nil {
 		t.Fatal(err)
 	}

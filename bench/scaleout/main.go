@@ -33,11 +33,12 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
-const recipe = `name: tblgen
+const tblgenRecipe = `name: tblgen
 description: LLVM's llvm-tblgen alone, for the scale-out benchmark
 license: Apache-2.0 WITH LLVM-exception
 versions:
@@ -102,7 +103,7 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 	}
 	b.recipes = filepath.Join(dir, "recipes")
 	os.MkdirAll(b.recipes, 0o755)
-	if err := os.WriteFile(filepath.Join(b.recipes, "tblgen.yaml"), []byte(strings.ReplaceAll(recipe, "{{SRC}}", src)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.recipes, "tblgen.yaml"), []byte(strings.ReplaceAll(tblgenRecipe, "{{SRC}}", src)), 0o644); err != nil {
 		return err
 	}
 	for _, d := range []string{"a", "b", "c", "ccache", "registry"} {
@@ -196,11 +197,11 @@ func (b *bench) memory() *builder.MemoryLauncher {
 }
 
 func (b *bench) plan(ctx context.Context, store *builder.Store) (*builder.Plan, error) {
-	set, err := builder.LoadRecipes(builder.OSRecipeDir(b.recipes))
+	set, err := recipe.Load(recipe.OSDir(b.recipes))
 	if err != nil {
 		return nil, err
 	}
-	return builder.MakePlan(ctx, set, builder.PlanOptions{Settings: builder.Settings{Targets: []string{"tblgen"}}, Store: store})
+	return builder.MakePlan(ctx, set, builder.PlanOptions{Settings: recipe.Settings{Targets: []string{"tblgen"}}, Store: store})
 }
 
 // build plans and builds the node in a new store at root; the time covers

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
 )
@@ -40,12 +41,12 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) plan(store *builder.Store) *builder.Plan {
 	w.t.Helper()
-	set, err := builder.LoadRecipes(builder.OSRecipeDir(w.recipes))
+	set, err := recipe.Load(recipe.OSDir(w.recipes))
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	p, err := builder.MakePlan(context.Background(), set, builder.PlanOptions{
-		Settings: builder.Settings{Targets: []string{"user"}}, Store: store, HostCompiler: "test-cc"})
+		Settings: recipe.Settings{Targets: []string{"user"}}, Store: store, HostCompiler: "test-cc"})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
@@ -214,7 +215,10 @@ func newSchemaCmd() *cobra.Command {
 		Short: "Print the JSON Schema of recipe files, generated from the Go types",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := &jsonschema.Reflector{FieldNameTag: "yaml", RequiredFromJSONSchemaTags: true, AllowAdditionalProperties: false}
-			s := r.Reflect(&builder.Recipe{})
+			s := r.Reflect(&recipe.Recipe{})
+			// The id names the schema, not the Go package it is generated
+			// from: keep it stable for editors that cache it.
+			s.ID = "https://github.com/tritonbuild/tritonbuild/builder/recipe"
 			s.Title = "tritonbuild recipe"
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/images"
 )
 
@@ -43,7 +44,7 @@ func (f *imageFlags) resolve(p *builder.Project, target string) builder.ImageReq
 	r := f.req
 	img := p.Settings.Image
 	if img == nil {
-		img = &builder.Image{}
+		img = &recipe.Image{}
 	}
 	r.Target = target
 	if r.Target == "" {

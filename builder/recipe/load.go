@@ -1,4 +1,4 @@
-package builder
+package recipe
 
 import (
 	"fmt"
@@ -14,9 +14,9 @@ import (
 	"github.com/goccy/go-yaml/parser"
 )
 
-// RecipeDir is a directory of recipe files: the embedded built-ins or a
+// Dir is a directory of recipe files: the embedded built-ins or a
 // user's --recipes directory.
-type RecipeDir struct {
+type Dir struct {
 	FS fs.FS
 	// Label prefixes file names in errors ("recipes/llvm.yaml").
 	Label string
@@ -26,25 +26,25 @@ type RecipeDir struct {
 	Builtin bool
 }
 
-// OSRecipeDir returns a RecipeDir for a directory on disk.
-func OSRecipeDir(dir string) RecipeDir {
+// OSDir returns a Dir for a directory on disk.
+func OSDir(dir string) Dir {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = dir
 	}
-	return RecipeDir{FS: os.DirFS(abs), Label: dir, BaseDir: abs}
+	return Dir{FS: os.DirFS(abs), Label: dir, BaseDir: abs}
 }
 
-// RecipeSet is a validated, closed set of recipes keyed by name.
-type RecipeSet struct {
+// Set is a validated, closed set of recipes keyed by name.
+type Set struct {
 	byName map[string]*Recipe
 }
 
 // Get returns the named recipe or nil.
-func (s *RecipeSet) Get(name string) *Recipe { return s.byName[name] }
+func (s *Set) Get(name string) *Recipe { return s.byName[name] }
 
 // Names lists the recipe names, sorted.
-func (s *RecipeSet) Names() []string {
+func (s *Set) Names() []string {
 	names := make([]string, 0, len(s.byName))
 	for n := range s.byName {
 		names = append(names, n)
@@ -53,12 +53,12 @@ func (s *RecipeSet) Names() []string {
 	return names
 }
 
-// LoadRecipes reads every *.yaml file of the dirs in order; a later dir
+// Load reads every *.yaml file of the dirs in order; a later dir
 // overrides an earlier one's recipe of the same name (user recipes overlay
 // the built-ins). The whole set is validated before it is returned: all
 // problems are reported together, each with file:line:column.
-func LoadRecipes(dirs ...RecipeDir) (*RecipeSet, error) {
-	set := &RecipeSet{byName: map[string]*Recipe{}}
+func Load(dirs ...Dir) (*Set, error) {
+	set := &Set{byName: map[string]*Recipe{}}
 	var errs ErrorList
 	for _, d := range dirs {
 		entries, err := fs.ReadDir(d.FS, ".")
@@ -73,7 +73,7 @@ func LoadRecipes(dirs ...RecipeDir) (*RecipeSet, error) {
 			if err != nil {
 				return nil, fmt.Errorf("reading recipe %s: %w", path.Join(d.Label, e.Name()), err)
 			}
-			r, err := ParseRecipe(path.Join(d.Label, e.Name()), data)
+			r, err := Parse(path.Join(d.Label, e.Name()), data)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -90,9 +90,9 @@ func LoadRecipes(dirs ...RecipeDir) (*RecipeSet, error) {
 	return set, nil
 }
 
-// ParseRecipe decodes one recipe strictly (unknown keys and wrong types are
+// Parse decodes one recipe strictly (unknown keys and wrong types are
 // errors) and checks everything that does not need the other recipes.
-func ParseRecipe(file string, data []byte) (*Recipe, error) {
+func Parse(file string, data []byte) (*Recipe, error) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, decodeError(file, nil, err)
@@ -469,7 +469,7 @@ func describe(v any) string {
 
 // validate checks what needs the whole set: dependencies exist, their
 // version constraints can be met, toolchains exist, and there are no cycles.
-func (s *RecipeSet) validate() ErrorList {
+func (s *Set) validate() ErrorList {
 	var errs ErrorList
 	for _, name := range s.Names() {
 		r := s.byName[name]

@@ -1,4 +1,4 @@
-package builder
+package recipe
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestBadRecipes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = ParseRecipe(f, data)
+		_, err = Parse(f, data)
 		if err == nil {
 			t.Errorf("%s: accepted, want %q", f, want)
 			continue
@@ -68,7 +68,7 @@ func TestBadRecipeSets(t *testing.T) {
 			`testdata/badset/unknowndep/c.yaml:8:12: toolchain: unknown toolchain "gcc" (no recipe of that name)`},
 	}
 	for _, c := range cases {
-		_, err := LoadRecipes(OSRecipeDir("testdata/badset/" + c.dir))
+		_, err := Load(OSDir("testdata/badset/" + c.dir))
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n got %v\nwant %s", c.dir, err, c.want)
 		}
@@ -76,7 +76,7 @@ func TestBadRecipeSets(t *testing.T) {
 }
 
 func TestBuiltinRecipesLoad(t *testing.T) {
-	set, err := LoadRecipes(RecipeDir{FS: recipes.FS(), Label: "recipes", Builtin: true})
+	set, err := Load(Dir{FS: recipes.FS(), Label: "recipes", Builtin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ versions:
 build:
   make: {}
 `), 0o644)
-	set, err := LoadRecipes(RecipeDir{FS: recipes.FS(), Label: "recipes", Builtin: true}, OSRecipeDir(dir))
+	set, err := Load(Dir{FS: recipes.FS(), Label: "recipes", Builtin: true}, OSDir(dir))
 	if err == nil {
 		// tritonserver depends on runtime without a constraint: still valid.
 		if v := set.Get("runtime").DefaultVersion().Version; v != "9.9" {
