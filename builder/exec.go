@@ -22,11 +22,12 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/extract"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // Executor runs a plan's build nodes in dependency order.
 type Executor struct {
-	Store *Store
+	Store *store.Store
 	// ProjectDir anchors built-in recipes' local sources and patches.
 	ProjectDir string
 	Settings   recipe.Settings
@@ -149,13 +150,13 @@ type nodeBuild struct {
 }
 
 func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
-	unlock, err := e.Store.Lock(ctx, n.Name+"-"+n.ShortHash())
+	unlock, err := e.Store.Lock(ctx, n.Key())
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	partial := e.Until != "" || len(e.Targets) > 0
-	if e.Store.Has(n) && n.Reason != "forced" && !partial {
+	if e.Store.Has(n.Key()) && n.Reason != "forced" && !partial {
 		e.printf("==> %s %s: built meanwhile by another process\n", n.Name, n.Version)
 		return nil
 	}
@@ -163,10 +164,10 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	e.printf("==> building %s %s (%s)\n", n.Name, n.Version, n.ShortHash())
 	b := &nodeBuild{
 		e: e, n: n,
-		work:    e.Store.WorkDir(n),
-		staging: e.Store.stagingDir(n),
-		logs:    e.Store.LogDir(n),
-		prefix:  e.Store.TreeDir(n),
+		work:    e.Store.WorkDir(n.Key()),
+		staging: e.Store.StagingDir(n.Key()),
+		logs:    e.Store.LogDir(n.Key()),
+		prefix:  e.Store.TreeDir(n.Key()),
 	}
 	b.src = filepath.Join(b.work, "src")
 	b.build = filepath.Join(b.work, "build")
@@ -192,7 +193,7 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 		return fmt.Errorf("%s: %w after fetch", n.Name, ErrStopped)
 	}
 	if e.Launcher != nil {
-		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n), b.work); err != nil {
+		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n.Key()), b.work); err != nil {
 			return fmt.Errorf("%s: preparing launcher: %w", n.Name, err)
 		}
 		defer b.launch.Close()
@@ -218,8 +219,12 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	if err := os.RemoveAll(b.destdir); err != nil {
 		return err
 	}
-	m, err := e.Store.commit(n, b.staging, nodeMeta(n))
+	m, err := store.BuildManifest(filepath.Join(b.staging, "tree"))
 	if err != nil {
+		return err
+	}
+	m.NodeMeta = nodeMeta(n)
+	if err := e.Store.Commit(n.Key(), b.staging, m); err != nil {
 		return err
 	}
 	if !e.KeepWork {
@@ -229,8 +234,8 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	return nil
 }
 
-func nodeMeta(n *Node) NodeMeta {
-	m := NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
+func nodeMeta(n *Node) store.NodeMeta {
+	m := store.NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
 	s := n.Ver.Source
 	switch s.Kind() {
 	case recipe.SourceURL:
@@ -306,7 +311,7 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	if err := os.Rename(tmp, b.src); err != nil {
 		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	return writeFileSync(marker, nil)
+	return writeFileAtomic(marker, nil, 0o644)
 }
 
 // fetchSource puts the node's archive into the source cache and returns its
@@ -375,7 +380,7 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 	}
 	var paths, prefixes []string
 	for _, d := range closureOf(n) {
-		p := e.Store.TreeDir(d)
+		p := d.Prefix(e.Store)
 		vars["deps."+d.Name+".prefix"] = p
 		vars["deps."+d.Name+".version"] = d.Version
 		prefixes = append(prefixes, p)
@@ -385,7 +390,7 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 	}
 	b.cc, b.cxx = "cc", "c++"
 	if tc := n.Toolchain; tc != nil {
-		tp := e.Store.TreeDir(tc)
+		tp := tc.Prefix(e.Store)
 		b.cc, b.cxx = filepath.Join(tp, "bin", "clang"), filepath.Join(tp, "bin", "clang++")
 		vars["toolchain.cc"], vars["toolchain.cxx"], vars["toolchain.prefix"] = b.cc, b.cxx, tp
 	}
@@ -423,14 +428,14 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 		"CFLAGS="+prefixMap, "CXXFLAGS="+prefixMap,
 		"LDFLAGS=-Wl,--build-id=sha1")
 	if n.Toolchain != nil {
-		tp := e.Store.TreeDir(n.Toolchain)
+		tp := n.Toolchain.Prefix(e.Store)
 		env = append(env, "LLVM_DIR="+filepath.Join(tp, "lib", "cmake", "llvm"), "LLVM_PATH="+tp)
 	}
 	// What dependencies export (their ABI settings, say) comes before the
 	// recipe's own env, which may override it.
 	for _, d := range closureOf(n) {
 		for _, k := range slices.Sorted(maps.Keys(d.Recipe.Exports)) {
-			env = append(env, k+"="+expandNode(d, e.Store.TreeDir(d), d.Recipe.Exports[k]))
+			env = append(env, k+"="+expandNode(d, d.Prefix(e.Store), d.Recipe.Exports[k]))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(n.Recipe.Env)) {
@@ -543,7 +548,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 			"-DCMAKE_C_COMPILER=" + b.cc, "-DCMAKE_CXX_COMPILER=" + b.cxx,
 			"-DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON"}
 		if b.n.Toolchain != nil {
-			args = append(args, "-DLLVM_DIR="+filepath.Join(b.e.Store.TreeDir(b.n.Toolchain), "lib", "cmake", "llvm"))
+			args = append(args, "-DLLVM_DIR="+filepath.Join(b.n.Toolchain.Prefix(b.e.Store), "lib", "cmake", "llvm"))
 		}
 		if c.CompileJobsVar != "" {
 			args = append(args, "-D"+c.CompileJobsVar+"="+strconv.Itoa(b.jobs.Compile))
@@ -560,7 +565,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 		if err := b.run(ctx, "configure", b.build, nil, "cmake", args...); err != nil {
 			return err
 		}
-		if err := writeFileSync(configured, nil); err != nil {
+		if err := writeFileAtomic(configured, nil, 0o644); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // fixture is a hermetic world for the executor: an upstream server and a
@@ -37,7 +38,7 @@ type fixture struct {
 	// serve decides what upstream sends; nil serves the tarball.
 	serve    func(w http.ResponseWriter, r *http.Request, n int64) bool
 	recipes  string
-	store    *Store
+	store    *store.Store
 	settings recipe.Settings
 }
 
@@ -85,7 +86,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		os.WriteFile(filepath.Join(f.recipes, name+".yaml"), []byte(repl.Replace(string(data))), 0o644)
 	}
-	st, err := OpenStore(t.TempDir())
+	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +140,12 @@ func TestBuildCMakeFixtureFromHTTP(t *testing.T) {
 	if f.mhits.Load() == 0 {
 		t.Error("the recipe's mirror was never tried")
 	}
-	app := filepath.Join(f.store.TreeDir(p.Node("app")), "bin", "app")
+	app := filepath.Join(f.store.TreeDir(p.Node("app").Key()), "bin", "app")
 	out, err := exec.Command(app).Output()
 	if err != nil || strings.TrimSpace(string(out)) != "hello from greet" {
 		t.Fatalf("built app printed %q, %v", out, err)
 	}
-	m, err := f.store.Manifest(p.Node("greet"))
+	m, err := f.store.Manifest(p.Node("greet").Key())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestBuildCMakeFixtureFromHTTP(t *testing.T) {
 	if err := f.build(p3); err != nil {
 		t.Fatal(err)
 	}
-	out, err = exec.Command(filepath.Join(f.store.TreeDir(p3.Node("app")), "bin", "app")).Output()
+	out, err = exec.Command(filepath.Join(f.store.TreeDir(p3.Node("app").Key()), "bin", "app")).Output()
 	if err != nil || strings.TrimSpace(string(out)) != "HELLO FROM GREET" {
 		t.Fatalf("rebuilt app printed %q, %v", out, err)
 	}
@@ -289,7 +290,7 @@ build:
 	if lerr != nil || len(logs) != 1 {
 		t.Errorf("logs: %v %v", logs, lerr)
 	}
-	if f.store.Has(p.Node("broken")) {
+	if f.store.Has(p.Node("broken").Key()) {
 		t.Error("a failed build was committed")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/images"
 )
 
@@ -58,11 +59,11 @@ func (p *Project) Trees(plan *Plan, target string) ([]images.Tree, error) {
 		if n.Status != StatusCached {
 			return nil, fmt.Errorf("image: %s is not built yet (run tritonbuild build %s)", n.Name, target)
 		}
-		m, err := p.Store.Manifest(n)
+		m, err := p.Store.Manifest(n.Key())
 		if err != nil {
 			return nil, err
 		}
-		t := images.Tree{Name: n.Name, Version: n.Version, Hash: n.Hash, Dir: p.Store.TreeDir(n),
+		t := images.Tree{Name: n.Name, Version: n.Version, Hash: n.Hash, Dir: p.Store.TreeDir(n.Key()),
 			SourceURL: m.SourceURL, SHA256: m.SHA256, License: m.License, Homepage: m.Homepage}
 		if m.Epoch > 0 {
 			t.Epoch = time.Unix(m.Epoch, 0).UTC()
@@ -224,7 +225,7 @@ func imageKey(trees []images.Tree, req ImageRequest, epoch time.Time) (string, e
 }
 
 func hashModelDir(dir string) (string, error) {
-	m, err := BuildManifest(dir)
+	m, err := store.BuildManifest(dir)
 	if err != nil {
 		return "", err
 	}

@@ -3,8 +3,11 @@ package builder
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // Install lays the install trees of nodes (externals excluded) into one
@@ -12,7 +15,7 @@ import (
 // assembled next to the old one and swapped in by renames, so an
 // interrupted install leaves the previous prefix intact. Two trees that
 // ship the same path with different contents are an error.
-func Install(ctx context.Context, store *Store, nodes []*Node, prefix string) error {
+func Install(ctx context.Context, st *store.Store, nodes []*Node, prefix string) error {
 	abs, err := filepath.Abs(prefix)
 	if err != nil {
 		return err
@@ -34,12 +37,12 @@ func Install(ctx context.Context, store *Store, nodes []*Node, prefix string) er
 			os.RemoveAll(tmp)
 			return err
 		}
-		m, err := store.Manifest(n)
+		m, err := st.Manifest(n.Key())
 		if err != nil {
 			os.RemoveAll(tmp)
 			return fmt.Errorf("install %s: %w (is it built?)", n.Name, err)
 		}
-		root := store.TreeDir(n)
+		root := st.TreeDir(n.Key())
 		for _, f := range m.Files {
 			dst := filepath.Join(tmp, filepath.FromSlash(f.Path))
 			src := filepath.Join(root, filepath.FromSlash(f.Path))
@@ -83,4 +86,25 @@ func Install(ctx context.Context, store *Store, nodes []*Node, prefix string) er
 		return fmt.Errorf("install: %w", err)
 	}
 	return os.RemoveAll(old)
+}
+
+// writeFileAtomic replaces p with data through a temp file and rename.
+func writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
 }

@@ -7,29 +7,30 @@ import (
 	"strings"
 
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
 // AssignJobs fills each build node's starting parallelism from the host
 // probe and the node's memory profile (learned figures first, then the
 // recipe's declaration, then defaults). jobs > 0 overrides the count.
-func AssignJobs(plan *Plan, store *Store, host *toolchain.Host, jobs int, reserve recipe.ByteSize) {
+func AssignJobs(plan *Plan, st *store.Store, host *toolchain.Host, jobs int, reserve recipe.ByteSize) {
 	for _, n := range plan.Nodes {
 		if n.Status == StatusExternal {
 			continue
 		}
-		prof := nodeProfile(store, n)
+		prof := nodeProfile(st, n)
 		jp := toolchain.PlanJobs(host, prof, toolchain.PlanOptions{Jobs: jobs, Reserve: int64(reserve)})
 		n.Jobs = &JobPlan{Compile: jp.Jobs, Link: jp.LinkJobs, Why: jp.Reason + "; " + jp.LinkReason, budget: jp.Budget}
 	}
 }
 
-func nodeProfile(store *Store, n *Node) toolchain.Profile {
+func nodeProfile(st *store.Store, n *Node) toolchain.Profile {
 	declared := toolchain.Profile{CompileBytes: int64(n.Recipe.Memory.Compile), LinkBytes: int64(n.Recipe.Memory.Link)}
 	var learned toolchain.Profile
-	if store != nil {
-		if st, err := toolchain.LoadStats(store.StatsFile(n), n.Name, n.Version); err == nil {
-			learned = st.Profile()
+	if st != nil {
+		if stats, err := toolchain.LoadStats(st.StatsFile(n.Key()), n.Name, n.Version); err == nil {
+			learned = stats.Profile()
 		}
 	}
 	return toolchain.ResolveProfile(learned, declared)

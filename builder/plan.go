@@ -16,6 +16,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // Status says what executing the plan will do with a node.
@@ -26,6 +27,11 @@ const (
 	StatusCached   Status = "cached"
 	StatusExternal Status = "external"
 	StatusBuild    Status = "build"
+	// StatusRemote marks a node that is not in the local store but whose
+	// install tree a shared binary cache (an OCI registry, see package
+	// builder/remote) holds under the node's hash: it is pulled, not built.
+	// Pulling turns it into StatusCached before the executor runs.
+	StatusRemote Status = "cached (remote)"
 )
 
 // Node is one recipe at one version with resolved options.
@@ -55,6 +61,18 @@ type Node struct {
 
 // ShortHash is the first 16 hex digits, used in directory names.
 func (n *Node) ShortHash() string { return n.Hash[:16] }
+
+// Key names the node in the store.
+func (n *Node) Key() store.Key { return store.Key{Name: n.Name, Version: n.Version, Hash: n.Hash} }
+
+// Prefix is where the node's install tree is: its tree in s, or the
+// installed prefix of an external.
+func (n *Node) Prefix(s *store.Store) string {
+	if n.Status == StatusExternal {
+		return n.External
+	}
+	return s.TreeDir(n.Key())
+}
 
 // JobPlan is the planned parallelism for a node.
 type JobPlan struct {
@@ -116,7 +134,7 @@ type PlanOptions struct {
 	// Targets to plan; empty means Settings.Targets.
 	Targets []string
 	// Store answers "is this hash built?"; nil plans everything as build.
-	Store *Store
+	Store *store.Store
 	// Force rebuilds these nodes even when cached.
 	Force []string
 	// ProjectDir anchors built-in recipes' local sources.
@@ -299,7 +317,7 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 	switch {
 	case slices.Contains(pl.opts.Force, n.Name):
 		n.Status, n.Reason = StatusBuild, "forced"
-	case pl.opts.Store != nil && pl.opts.Store.Has(n):
+	case pl.opts.Store != nil && pl.opts.Store.Has(n.Key()):
 		n.Status, n.Reason = StatusCached, "in store"
 	default:
 		n.Status, n.Reason = StatusBuild, "not in store"

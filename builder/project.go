@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // ProjectOptions locate a project's config, recipes and store.
@@ -30,7 +31,7 @@ type Project struct {
 	Config   *recipe.Config
 	Settings recipe.Settings
 	Recipes  *recipe.Set
-	Store    *Store
+	Store    *store.Store
 	// Dir anchors relative paths and the built-in recipes' local sources.
 	Dir string
 }
@@ -85,17 +86,17 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 		} else if settings.Store != "" {
 			storeDir = cfg.Abs(settings.Store)
 		} else {
-			storeDir = DefaultStoreDir()
+			storeDir = store.DefaultDir()
 		}
 	}
-	store, err := OpenStore(storeDir)
+	st, err := store.Open(storeDir)
 	if err != nil {
 		return nil, err
 	}
 	for name, p := range settings.Externals {
 		settings.Externals[name] = cfg.Abs(p)
 	}
-	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: store, Dir: dir}, nil
+	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: st, Dir: dir}, nil
 }
 
 // Plan resolves targets (default: build.yaml's) against the store.
@@ -109,28 +110,12 @@ func (p *Project) Plan(ctx context.Context, targets, force []string) (*Plan, err
 	})
 }
 
-// FindConfig walks up from dir to the nearest build.yaml, so commands work
-// from subdirectories like git does. It returns "build.yaml" when none.
-func FindConfig(dir string) string {
-	for d := dir; ; {
-		p := filepath.Join(d, "build.yaml")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "build.yaml"
-		}
-		d = parent
-	}
-}
-
 var errNoLogs = errors.New("no logs")
 
 // Logs lists the step logs of the node's latest build attempt, in the
 // order the steps ran.
 func (p *Project) Logs(n *Node) ([]string, error) {
-	dir := p.Store.LogDir(n)
+	dir := p.Store.LogDir(n.Key())
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) == 0 {
 		return nil, fmt.Errorf("%s %s (%s): %w in %s: it has not been built from this plan yet", n.Name, n.Version, n.ShortHash(), errNoLogs, dir)

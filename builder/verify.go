@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // Verify rebuilds name's closure into a fresh store at tmpStore and
@@ -24,11 +26,11 @@ func Verify(ctx context.Context, p *Project, name, tmpStore string, ex *Executor
 	if n.Status != StatusCached {
 		return nil, fmt.Errorf("verify %s: nothing to compare with: it is %s (build it first)", name, n.Status)
 	}
-	want, err := p.Store.Manifest(n)
+	want, err := p.Store.Manifest(n.Key())
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenStore(tmpStore)
+	st, err := store.Open(tmpStore)
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +47,16 @@ func Verify(ctx context.Context, p *Project, name, tmpStore string, ex *Executor
 	if err := vex.Run(ctx, fresh, fresh.Nodes); err != nil {
 		return nil, fmt.Errorf("verify %s: rebuilding: %w", name, err)
 	}
-	got, err := st.Manifest(fresh.Node(name))
+	got, err := st.Manifest(fresh.Node(name).Key())
 	if err != nil {
 		return nil, err
 	}
 	return diffManifests(want, got), nil
 }
 
-func diffManifests(a, b *Manifest) []string {
-	index := func(m *Manifest) map[string]FileEntry {
-		out := map[string]FileEntry{}
+func diffManifests(a, b *store.Manifest) []string {
+	index := func(m *store.Manifest) map[string]store.FileEntry {
+		out := map[string]store.FileEntry{}
 		for _, f := range m.Files {
 			out[f.Path] = f
 		}
@@ -90,7 +92,7 @@ func short(s string) string {
 // InstallIfChanged installs nodes into prefix unless the prefix already
 // holds exactly these trees (recorded in the store), so a no-op `all` does
 // not copy anything.
-func InstallIfChanged(ctx context.Context, store *Store, nodes []*Node, prefix string) error {
+func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefix string) error {
 	abs, err := filepath.Abs(prefix)
 	if err != nil {
 		return err
@@ -102,14 +104,14 @@ func InstallIfChanged(ctx context.Context, store *Store, nodes []*Node, prefix s
 		}
 	}
 	sum := sha256.Sum256([]byte(abs))
-	stamp := filepath.Join(store.Root, "installs", hex.EncodeToString(sum[:8])+".json")
+	stamp := filepath.Join(st.Root, "installs", hex.EncodeToString(sum[:8])+".json")
 	want, _ := json.Marshal(map[string]any{"prefix": abs, "trees": hashes})
 	if have, err := os.ReadFile(stamp); err == nil && string(have) == string(want) {
 		if _, err := os.Stat(abs); err == nil {
 			return nil
 		}
 	}
-	if err := Install(ctx, store, nodes, abs); err != nil {
+	if err := Install(ctx, st, nodes, abs); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {

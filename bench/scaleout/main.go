@@ -35,6 +35,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -154,27 +155,27 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 		return err
 	}
 	t0 = time.Now()
-	store, err := builder.OpenStore(filepath.Join(dir, "a"))
+	st, err := store.Open(filepath.Join(dir, "a"))
 	if err != nil {
 		return err
 	}
-	plan, err := b.plan(ctx, store)
+	plan, err := b.plan(ctx, st)
 	if err != nil {
 		return err
 	}
-	if n, err := remote.Mark(ctx, plan, store, ref, popts); err != nil || n != 1 {
+	if n, err := remote.Mark(ctx, plan, st, ref, popts); err != nil || n != 1 {
 		return fmt.Errorf("mark: %d nodes, %v", n, err)
 	}
-	if err := remote.PullPlan(ctx, store, plan.Nodes, ref, popts); err != nil {
+	if err := remote.PullPlan(ctx, st, plan.Nodes, ref, popts); err != nil {
 		return err
 	}
 	pull := time.Since(t0)
-	tblgen := filepath.Join(store.TreeDir(plan.Node("tblgen")), "bin", "llvm-tblgen")
+	tblgen := filepath.Join(st.TreeDir(plan.Node("tblgen").Key()), "bin", "llvm-tblgen")
 	out, err := exec.CommandContext(ctx, tblgen, "--version").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pulled llvm-tblgen does not run: %v: %s", err, out)
 	}
-	m, err := store.Manifest(plan.Node("tblgen"))
+	m, err := st.Manifest(plan.Node("tblgen").Key())
 	if err != nil {
 		return err
 	}
@@ -196,37 +197,37 @@ func (b *bench) memory() *builder.MemoryLauncher {
 	return &builder.MemoryLauncher{Exe: b.exe, Host: b.host}
 }
 
-func (b *bench) plan(ctx context.Context, store *builder.Store) (*builder.Plan, error) {
+func (b *bench) plan(ctx context.Context, st *store.Store) (*builder.Plan, error) {
 	set, err := recipe.Load(recipe.OSDir(b.recipes))
 	if err != nil {
 		return nil, err
 	}
-	return builder.MakePlan(ctx, set, builder.PlanOptions{Settings: recipe.Settings{Targets: []string{"tblgen"}}, Store: store})
+	return builder.MakePlan(ctx, set, builder.PlanOptions{Settings: recipe.Settings{Targets: []string{"tblgen"}}, Store: st})
 }
 
 // build plans and builds the node in a new store at root; the time covers
 // planning (hashing the local source), the source copy, configure, build
 // and install, as a user's `tritonbuild build` would.
-func (b *bench) build(ctx context.Context, label, root string, l builder.LauncherFactory) (time.Duration, *builder.Plan, *builder.Store, error) {
+func (b *bench) build(ctx context.Context, label, root string, l builder.LauncherFactory) (time.Duration, *builder.Plan, *store.Store, error) {
 	fmt.Fprintf(os.Stderr, "== %s: building in %s\n", label, root)
 	start := time.Now()
-	store, err := builder.OpenStore(root)
+	st, err := store.Open(root)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	plan, err := b.plan(ctx, store)
+	plan, err := b.plan(ctx, st)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	builder.AssignJobs(plan, store, b.host, b.jobs, 0)
+	builder.AssignJobs(plan, st, b.host, b.jobs, 0)
 	var log bytes.Buffer
-	e := &builder.Executor{Store: store, Jobs: b.jobs, Launcher: l, Out: io.MultiWriter(&log, os.Stderr)}
+	e := &builder.Executor{Store: st, Jobs: b.jobs, Launcher: l, Out: io.MultiWriter(&log, os.Stderr)}
 	if err := e.Run(ctx, plan, plan.Nodes); err != nil {
 		return 0, nil, nil, fmt.Errorf("%s build: %w", label, err)
 	}
 	d := time.Since(start)
 	fmt.Fprintf(os.Stderr, "== %s: %.1f s\n", label, d.Seconds())
-	return d, plan, store, nil
+	return d, plan, st, nil
 }
 
 // extractLLVM unpacks the parts of the tree an llvm-only build reads.

@@ -106,6 +106,22 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	return c, nil
 }
 
+// FindConfig walks up from dir to the nearest build.yaml, so commands work
+// from subdirectories like git does. It returns "build.yaml" when none.
+func FindConfig(dir string) string {
+	for d := dir; ; {
+		p := filepath.Join(d, "build.yaml")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "build.yaml"
+		}
+		d = parent
+	}
+}
+
 // Dir is the directory holding build.yaml (the project root).
 func (c *Config) Dir() string { return c.dir }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // PlanOptions configure the plan-level operations.
@@ -30,7 +31,7 @@ func (o PlanOptions) printf(format string, args ...any) {
 // forced ones) and marks those it holds for this store's root
 // builder.StatusRemote. It returns how many it marked. Planning stays free
 // of downloads: this is one small manifest GET per node.
-func Mark(ctx context.Context, plan *builder.Plan, store *builder.Store, ref string, opts PlanOptions) (int, error) {
+func Mark(ctx context.Context, plan *builder.Plan, st *store.Store, ref string, opts PlanOptions) (int, error) {
 	marked := 0
 	for _, n := range plan.Nodes {
 		if n.Status != builder.StatusBuild || n.Reason == "forced" {
@@ -43,9 +44,9 @@ func Mark(ctx context.Context, plan *builder.Plan, store *builder.Store, ref str
 		switch {
 		case ann == nil:
 			n.Reason = "not in store or binary cache"
-		case ann[StoreRootAnnotation] != store.Root:
+		case ann[StoreRootAnnotation] != st.Root:
 			// The tree's rpaths and config files name its own prefix.
-			n.Reason = fmt.Sprintf("binary cache has it for store %s, not %s", ann[StoreRootAnnotation], store.Root)
+			n.Reason = fmt.Sprintf("binary cache has it for store %s, not %s", ann[StoreRootAnnotation], st.Root)
 		default:
 			n.Status, n.Reason = builder.StatusRemote, "in binary cache "+ref
 			marked++
@@ -58,12 +59,12 @@ func Mark(ctx context.Context, plan *builder.Plan, store *builder.Store, ref str
 // marks it builder.StatusCached. Each node is pulled under the store lock
 // that builds take, into a private staging dir, and committed by rename
 // only after verification.
-func PullPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, ref string, opts PlanOptions) error {
+func PullPlan(ctx context.Context, st *store.Store, nodes []*builder.Node, ref string, opts PlanOptions) error {
 	for _, n := range nodes {
 		if n.Status != builder.StatusRemote {
 			continue
 		}
-		if err := pullNode(ctx, store, n, ref, opts); err != nil {
+		if err := pullNode(ctx, st, n, ref, opts); err != nil {
 			if !opts.BuildOnFailure {
 				return err
 			}
@@ -76,17 +77,17 @@ func PullPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, 
 	return nil
 }
 
-func pullNode(ctx context.Context, store *builder.Store, n *builder.Node, ref string, opts PlanOptions) error {
-	unlock, err := store.Lock(ctx, store.LockKey(n))
+func pullNode(ctx context.Context, st *store.Store, n *builder.Node, ref string, opts PlanOptions) error {
+	unlock, err := st.Lock(ctx, n.Key())
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if store.Has(n) {
+	if st.Has(n.Key()) {
 		return nil
 	}
 	start := time.Now()
-	staging := store.PullStagingDir(n)
+	staging := st.StagingDir(n.Key())
 	// A leftover belongs to a killed pull: we hold the lock.
 	if err := os.RemoveAll(staging); err != nil {
 		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
@@ -99,7 +100,7 @@ func pullNode(ctx context.Context, store *builder.Store, n *builder.Node, ref st
 		os.RemoveAll(staging)
 		return fmt.Errorf("%s %s: binary cache sent node %s", n.Name, n.Version, m.Hash)
 	}
-	if err := store.CommitVerified(n, staging, m); err != nil {
+	if err := st.Commit(n.Key(), staging, m); err != nil {
 		os.RemoveAll(staging)
 		return err
 	}
@@ -109,10 +110,10 @@ func pullNode(ctx context.Context, store *builder.Store, n *builder.Node, ref st
 
 // PushPlan uploads every node among nodes that is in the store and not yet
 // in the registry. It returns the number of nodes uploaded.
-func PushPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, ref string, opts PlanOptions) (int, error) {
+func PushPlan(ctx context.Context, st *store.Store, nodes []*builder.Node, ref string, opts PlanOptions) (int, error) {
 	pushed := 0
 	for _, n := range nodes {
-		if n.Status == builder.StatusExternal || !store.Has(n) {
+		if n.Status == builder.StatusExternal || !st.Has(n.Key()) {
 			continue
 		}
 		ok, err := Has(ctx, ref, n.Hash, opts.Options)
@@ -123,7 +124,7 @@ func PushPlan(ctx context.Context, store *builder.Store, nodes []*builder.Node, 
 			continue
 		}
 		start := time.Now()
-		p, err := Push(ctx, ref, store.NodeDir(n), opts.Options)
+		p, err := Push(ctx, ref, st.NodeDir(n.Key()), opts.Options)
 		if err != nil {
 			return pushed, fmt.Errorf("%s %s: %w", n.Name, n.Version, err)
 		}

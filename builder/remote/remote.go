@@ -43,8 +43,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/extract"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // Media types of a tree artifact.
@@ -269,7 +269,7 @@ func descriptor(l v1.Layer) (*v1.Descriptor, error) {
 	return &v1.Descriptor{MediaType: mt, Size: size, Digest: d}, nil
 }
 
-func readManifest(path string) (*builder.Manifest, error) {
+func readManifest(path string) (*store.Manifest, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading store manifest: %w", err)
@@ -277,8 +277,8 @@ func readManifest(path string) (*builder.Manifest, error) {
 	return decodeManifest(data, path)
 }
 
-func decodeManifest(data []byte, where string) (*builder.Manifest, error) {
-	var m builder.Manifest
+func decodeManifest(data []byte, where string) (*store.Manifest, error) {
+	var m store.Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
@@ -293,7 +293,7 @@ func decodeManifest(data []byte, where string) (*builder.Manifest, error) {
 // WriteTree writes the tree as a gzip'd tar with the entries of m in its
 // order. Owners are root, times are the node's epoch and the gzip header is
 // empty, so the same tree always gives the same bytes (and blob digest).
-func WriteTree(w io.Writer, root string, m *builder.Manifest) error {
+func WriteTree(w io.Writer, root string, m *store.Manifest) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	mtime := time.Unix(max(m.Epoch, 1), 0).UTC()
@@ -343,7 +343,7 @@ func copyFile(w io.Writer, path string, size int64) error {
 // Pull downloads REPO:<hash> into dest (which must not exist): dest/tree
 // is the verified tree and the returned manifest describes it. On any
 // error dest is removed, so a refused artifact leaves nothing behind.
-func Pull(ctx context.Context, ref, hash, dest string, opts Options) (m *builder.Manifest, err error) {
+func Pull(ctx context.Context, ref, hash, dest string, opts Options) (m *store.Manifest, err error) {
 	repo, tag, err := opts.tag(ref, hash)
 	if err != nil {
 		return nil, err
@@ -502,12 +502,12 @@ func (e *MismatchError) Error() string {
 // Verify hashes the tree at root and compares it entry by entry with m:
 // the same paths, types, permission bits, sizes, sha256 sums and link
 // targets, and the same tree digest.
-func Verify(root string, m *builder.Manifest) error {
-	got, err := builder.BuildManifest(root)
+func Verify(root string, m *store.Manifest) error {
+	got, err := store.BuildManifest(root)
 	if err != nil {
 		return err
 	}
-	want := map[string]builder.FileEntry{}
+	want := map[string]store.FileEntry{}
 	for _, f := range m.Files {
 		want[f.Path] = f
 	}
@@ -530,7 +530,7 @@ func Verify(root string, m *builder.Manifest) error {
 	return nil
 }
 
-func describe(f builder.FileEntry) string {
+func describe(f store.FileEntry) string {
 	switch {
 	case f.Mode&fs.ModeSymlink != 0:
 		return fmt.Sprintf("symlink to %q", f.Link)

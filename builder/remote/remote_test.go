@@ -13,6 +13,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
 )
 
@@ -39,24 +40,24 @@ func newWorld(t *testing.T) *world {
 	return &world{t: t, recipes: dir}
 }
 
-func (w *world) plan(store *builder.Store) *builder.Plan {
+func (w *world) plan(st *store.Store) *builder.Plan {
 	w.t.Helper()
 	set, err := recipe.Load(recipe.OSDir(w.recipes))
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	p, err := builder.MakePlan(context.Background(), set, builder.PlanOptions{
-		Settings: recipe.Settings{Targets: []string{"user"}}, Store: store, HostCompiler: "test-cc"})
+		Settings: recipe.Settings{Targets: []string{"user"}}, Store: st, HostCompiler: "test-cc"})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return p
 }
 
-func (w *world) build(store *builder.Store, p *builder.Plan) {
+func (w *world) build(st *store.Store, p *builder.Plan) {
 	w.t.Helper()
 	var log bytes.Buffer
-	e := &builder.Executor{Store: store, Out: &log, Jobs: 2}
+	e := &builder.Executor{Store: st, Out: &log, Jobs: 2}
 	if err := e.Run(context.Background(), p, p.Nodes); err != nil {
 		w.t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -82,7 +83,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	opts := remote.PlanOptions{Options: remote.Options{Insecure: true}}
 
 	root := filepath.Join(t.TempDir(), "store")
-	a, err := builder.OpenStore(root)
+	a, err := store.Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	}
 	wantDigest := map[string]string{}
 	for _, node := range pa.Nodes {
-		m, err := a.Manifest(node)
+		m, err := a.Manifest(node.Key())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
-	b, err := builder.OpenStore(root)
+	b, err := store.Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 		if node.Status != builder.StatusCached {
 			t.Errorf("%s: status %s after pull", node.Name, node.Status)
 		}
-		m, err := b.Manifest(node)
+		m, err := b.Manifest(node.Key())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,17 +155,17 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 			t.Errorf("%s: pulled digest %s, built %s", node.Name, m.Digest, wantDigest[node.Name])
 		}
 	}
-	out, err := exec.Command(filepath.Join(b.TreeDir(pb.Node("user")), "bin", "user")).Output()
+	out, err := exec.Command(filepath.Join(b.TreeDir(pb.Node("user").Key()), "bin", "user")).Output()
 	if err != nil || strings.TrimSpace(string(out)) != "answer 42" {
 		t.Fatalf("pulled program printed %q, %v", out, err)
 	}
-	if fi, err := os.Lstat(filepath.Join(b.TreeDir(pb.Node("demo")), "lib", "libdemo.so")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+	if fi, err := os.Lstat(filepath.Join(b.TreeDir(pb.Node("demo").Key()), "lib", "libdemo.so")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("libdemo.so symlink not restored: %v %v", fi, err)
 	}
 
 	// A store at another root must not take these trees: their rpaths
 	// name the first root.
-	other, err := builder.OpenStore(filepath.Join(t.TempDir(), "elsewhere"))
+	other, err := store.Open(filepath.Join(t.TempDir(), "elsewhere"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	if err := os.WriteFile(layer, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := builder.OpenStore(filepath.Join(t.TempDir(), "c"))
+	c, err := store.Open(filepath.Join(t.TempDir(), "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
-	d, err := builder.OpenStore(root)
+	d, err := store.Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}

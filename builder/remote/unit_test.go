@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
-	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
+	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
 // nodeDir makes a committed-looking store node by hand: a tree with a
@@ -33,11 +33,11 @@ func nodeDir(t *testing.T, hash string) string {
 	}
 	os.Chmod(filepath.Join(tree, "bin/x"), 0o755)
 	os.Symlink("libx.so.1", filepath.Join(tree, "lib/libx.so"))
-	m, err := builder.BuildManifest(tree)
+	m, err := store.BuildManifest(tree)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.NodeMeta = builder.NodeMeta{Name: "x", Version: "1", Hash: hash, Epoch: 1700000000}
+	m.NodeMeta = store.NodeMeta{Name: "x", Version: "1", Hash: hash, Epoch: 1700000000}
 	data, _ := json.Marshal(m)
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func testRegistry(t *testing.T) string {
 func TestWriteTreeIsDeterministic(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	dir := nodeDir(t, hash)
-	m, err := builder.BuildManifest(filepath.Join(dir, "tree"))
+	m, err := store.BuildManifest(filepath.Join(dir, "tree"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/recipes"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
@@ -71,7 +72,7 @@ func (g *globals) open() (*builder.Project, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg = builder.FindConfig(wd)
+		cfg = recipe.FindConfig(wd)
 	}
 	abs, _ := filepath.Abs(cfg)
 	return builder.OpenProject(builder.ProjectOptions{

@@ -149,7 +149,7 @@ func newEnvCmd(g *globals) *cobra.Command {
 			if ext, ok := p.Settings.Externals["llvm"]; ok {
 				llvm = ext
 			} else if plan, err := p.Plan(ctxOf(cmd), []string{"llvm"}, nil); err == nil {
-				llvm = p.Store.TreeDir(plan.Node("llvm"))
+				llvm = plan.Node("llvm").Prefix(p.Store)
 			}
 			abs, _ := filepath.Abs(prefix)
 			fmt.Fprint(cmd.OutOrStdout(), toolchain.EnvExports(abs, llvm))

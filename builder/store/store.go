@@ -1,4 +1,4 @@
-package builder
+package store
 
 import (
 	"context"
@@ -35,8 +35,17 @@ type Store struct {
 	Root string
 }
 
-// OpenStore creates the store's directories if needed.
-func OpenStore(root string) (*Store, error) {
+// Key names a node in the store: its recipe, version and full content
+// hash (64 hex digits).
+type Key struct {
+	Name, Version, Hash string
+}
+
+// Short is the first 16 hex digits of the hash, used in directory names.
+func (k Key) Short() string { return k.Hash[:16] }
+
+// Open creates the store's directories if needed.
+func Open(root string) (*Store, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
@@ -49,8 +58,8 @@ func OpenStore(root string) (*Store, error) {
 	return &Store{Root: abs}, nil
 }
 
-// DefaultStoreDir is TRITONBUILD_STORE, else <user cache dir>/tritonbuild.
-func DefaultStoreDir() string {
+// DefaultDir is TRITONBUILD_STORE, else <user cache dir>/tritonbuild.
+func DefaultDir() string {
 	if s := os.Getenv("TRITONBUILD_STORE"); s != "" {
 		return s
 	}
@@ -60,49 +69,46 @@ func DefaultStoreDir() string {
 	return filepath.Join(os.TempDir(), "tritonbuild")
 }
 
-func (s *Store) nodeKey(n *Node) string { return n.Name + "-" + n.ShortHash() }
+// id names the node's work, staging and lock entries.
+func (k Key) id() string { return k.Name + "-" + k.Short() }
 
 // NodeDir is where the committed node lives.
-func (s *Store) NodeDir(n *Node) string {
-	return filepath.Join(s.Root, "nodes", n.Name+"-"+n.Version+"-"+n.ShortHash())
+func (s *Store) NodeDir(k Key) string {
+	return filepath.Join(s.Root, "nodes", k.Name+"-"+k.Version+"-"+k.Short())
 }
 
-// TreeDir is the node's install tree (its prefix). Externals live outside.
-func (s *Store) TreeDir(n *Node) string {
-	if n.Status == StatusExternal {
-		return n.External
-	}
-	return filepath.Join(s.NodeDir(n), "tree")
-}
+// TreeDir is the node's install tree (its prefix).
+func (s *Store) TreeDir(k Key) string { return filepath.Join(s.NodeDir(k), "tree") }
 
 // WorkDir is the node's build directory, kept across attempts so an
 // interrupted build resumes.
-func (s *Store) WorkDir(n *Node) string { return filepath.Join(s.Root, "work", s.nodeKey(n)) }
+func (s *Store) WorkDir(k Key) string { return filepath.Join(s.Root, "work", k.id()) }
 
 // LogDir holds the logs of the node's latest build attempt.
-func (s *Store) LogDir(n *Node) string {
-	return filepath.Join(s.Root, "logs", n.Name, n.ShortHash())
+func (s *Store) LogDir(k Key) string {
+	return filepath.Join(s.Root, "logs", k.Name, k.Short())
 }
 
 // StatsFile is where measured per-command memory of a recipe version is
 // kept for the next build.
-func (s *Store) StatsFile(n *Node) string {
-	return filepath.Join(s.Root, "stats", n.Name+"-"+n.Version+".json")
+func (s *Store) StatsFile(k Key) string {
+	return filepath.Join(s.Root, "stats", k.Name+"-"+k.Version+".json")
 }
 
 // Sources is the content-addressed source cache.
 func (s *Store) Sources() fetch.Cache { return fetch.Cache{Dir: filepath.Join(s.Root, "sources")} }
 
 // Has reports whether the node is committed.
-func (s *Store) Has(n *Node) bool {
-	_, err := os.Stat(filepath.Join(s.NodeDir(n), "manifest.json"))
+func (s *Store) Has(k Key) bool {
+	_, err := os.Stat(filepath.Join(s.NodeDir(k), "manifest.json"))
 	return err == nil
 }
 
-// Lock takes an exclusive flock named key, waiting until ctx is done. Two
-// tritonbuild processes building the same node serialise here; the second
-// then finds the node committed.
-func (s *Store) Lock(ctx context.Context, key string) (func(), error) {
+// Lock takes the node's exclusive flock, waiting until ctx is done. Two
+// tritonbuild processes building (or pulling) the same node serialise
+// here; the second then finds the node committed.
+func (s *Store) Lock(ctx context.Context, k Key) (func(), error) {
+	key := k.id()
 	f, err := os.OpenFile(filepath.Join(s.Root, "locks", key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("store lock %s: %w", key, err)
@@ -125,42 +131,41 @@ func (s *Store) Lock(ctx context.Context, key string) (func(), error) {
 	}
 }
 
-// stagingDir is the node's private staging area; only the holder of the
-// node's lock uses it, so a leftover from a killed process is removed.
-func (s *Store) stagingDir(n *Node) string { return filepath.Join(s.Root, "staging", s.nodeKey(n)) }
+// StagingDir is the node's private staging area; only the holder of the
+// node's lock uses it, so a leftover from a killed process may be removed.
+func (s *Store) StagingDir(k Key) string { return filepath.Join(s.Root, "staging", k.id()) }
 
-// commit writes the manifest of staging/tree and renames staging into
-// nodes/. The rename is the commit point.
-func (s *Store) commit(n *Node, staging string, meta NodeMeta) (*Manifest, error) {
-	m, err := BuildManifest(filepath.Join(staging, "tree"))
-	if err != nil {
-		return nil, err
+// Commit writes m, which must describe staging/tree and carry the node's
+// hash, as the node's manifest and renames staging into nodes/. The rename
+// is the commit point. The caller holds the node's lock.
+func (s *Store) Commit(k Key, staging string, m *Manifest) error {
+	if m.Hash != k.Hash {
+		return fmt.Errorf("committing %s: manifest is for hash %s, node is %s", k.Name, m.Hash, k.Hash)
 	}
-	m.NodeMeta = meta
 	data, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := writeFileSync(filepath.Join(staging, "manifest.json"), data); err != nil {
-		return nil, err
+		return fmt.Errorf("committing %s: %w", k.Name, err)
 	}
-	dst := s.NodeDir(n)
+	dst := s.NodeDir(k)
 	if err := os.Rename(staging, dst); err != nil {
-		return nil, fmt.Errorf("committing %s into the store: %w", n.Name, err)
+		return fmt.Errorf("committing %s into the store: %w", k.Name, err)
 	}
 	syncDir(filepath.Dir(dst))
-	return m, nil
+	return nil
 }
 
 // Manifest returns the committed node's manifest.
-func (s *Store) Manifest(n *Node) (*Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(s.NodeDir(n), "manifest.json"))
+func (s *Store) Manifest(k Key) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(s.NodeDir(k), "manifest.json"))
 	if err != nil {
-		return nil, fmt.Errorf("reading manifest of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("reading manifest of %s: %w", k.Name, err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("manifest of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("manifest of %s: %w", k.Name, err)
 	}
 	return &m, nil
 }
@@ -233,7 +238,12 @@ func BuildManifest(root string) (*Manifest, error) {
 		return nil, fmt.Errorf("hashing tree %s: %w", root, err)
 	}
 	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
-	m.Digest = "sha256:" + hashJSON(m.Files)
+	files, err := json.Marshal(m.Files)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(files)
+	m.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	return m, nil
 }
 
@@ -264,27 +274,6 @@ func writeFileSync(p string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeFileAtomic replaces p with data through a temp file and rename.
-func writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
 }
 
 func syncDir(dir string) {
