@@ -178,8 +178,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // Code classifies errors like Triton does.
 type Code int
 
-// Error classes; frontends map them to HTTP 400/404/503/501/500 and to the
-// corresponding gRPC codes.
+// Error classes; frontends map them to HTTP 400/404/503/501/500 (413 for
+// TooLarge) and to the corresponding gRPC codes.
 const (
 	InvalidArg Code = iota
 	NotFound
@@ -187,6 +187,9 @@ const (
 	Unsupported
 	Internal
 	AlreadyExists
+	// TooLarge: a request over a configured size limit
+	// (--http-max-input-size).
+	TooLarge
 )
 
 // Errorf builds an *Error with a message formatted like fmt.Errorf's:

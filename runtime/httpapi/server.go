@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -132,19 +131,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
-	if s.opts.Live != nil && !s.opts.Live() {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status.HTTPHealth(s.opts.Live == nil || s.opts.Live()))
 }
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	if (s.opts.Ready != nil && !s.opts.Ready()) || !s.mgr.Ready() {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status.HTTPHealth((s.opts.Ready == nil || s.opts.Ready()) && s.mgr.Ready()))
 }
 
 type serverMetadata struct {
@@ -199,12 +190,11 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, md)
 }
 
+// modelReady answers not-ready (rather than an error) for models that are
+// unknown or not loaded, as Triton does.
 func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.model(r); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	_, err := s.model(r)
+	w.WriteHeader(status.HTTPHealth(err == nil))
 }
 
 func (s *Server) modelConfig(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +288,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 	limit := s.opts.MaxInputSize
 	if r.ContentLength > limit {
-		return nil, &tooLarge{limit: limit, size: r.ContentLength}
+		return nil, backend.Errorf(backend.TooLarge, "request body of %d bytes exceeds the maximum allowed value of %d bytes (--http-max-input-size)", r.ContentLength, limit)
 	}
 	bp := s.bufs.Get().(*[]byte)
 	buf := (*bp)[:0]
@@ -320,22 +310,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, erro
 			s.bufs.Put(bp)
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, &tooLarge{limit: limit, size: -1}
+				return nil, backend.Errorf(backend.TooLarge, "request body exceeds the maximum allowed value of %d bytes (--http-max-input-size)", limit)
 			}
 			return nil, backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
 		}
 	}
 	*bp = buf
 	return bp, nil
-}
-
-type tooLarge struct{ limit, size int64 }
-
-func (e *tooLarge) Error() string {
-	if e.size >= 0 {
-		return fmt.Sprintf("request body of %d bytes exceeds the maximum allowed value of %d bytes (--http-max-input-size)", e.size, e.limit)
-	}
-	return fmt.Sprintf("request body exceeds the maximum allowed value of %d bytes (--http-max-input-size)", e.limit)
 }
 
 func (s *Server) putBuf(bp *[]byte) {
@@ -356,14 +337,6 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	bp, err := s.readBody(w, r)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
-		var tl *tooLarge
-		if errors.As(err, &tl) {
-			b := append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = w.Write(append(b, '}'))
-			return
-		}
 		writeError(w, err)
 		return
 	}

@@ -1,7 +1,9 @@
 // Package status maps the serving core's errors to protocol status codes in
 // one place, so that the HTTP and gRPC frontends answer the same error with
 // corresponding codes (Triton's mapping: not found 404, unavailable 503,
-// unsupported 501, internal 500, everything else 400).
+// unsupported 501, internal 500, everything else 400; and 413 for a body over
+// --http-max-input-size). It also holds the status of health answers, so
+// that no frontend writes a literal code.
 package status
 
 import (
@@ -39,6 +41,19 @@ func HTTPStatus(err error) int {
 		return http.StatusNotImplemented
 	case backend.Internal:
 		return http.StatusInternalServerError
+	case backend.TooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+// HTTPHealth is the HTTP status of a health answer (server live, server
+// ready, model ready): 200 when it holds, 400 when not, as Triton answers.
+// Not being ready is a state rather than an error, so the answer has no
+// body.
+func HTTPHealth(ok bool) int {
+	if ok {
+		return http.StatusOK
 	}
 	return http.StatusBadRequest
 }
@@ -56,6 +71,9 @@ func GRPCCode(err error) codes.Code {
 		return codes.Internal
 	case backend.AlreadyExists:
 		return codes.AlreadyExists
+	case backend.TooLarge:
+		// What gRPC itself answers for a message over its size limit.
+		return codes.ResourceExhausted
 	}
 	return codes.InvalidArgument
 }

@@ -23,6 +23,7 @@ func TestMapping(t *testing.T) {
 		{backend.Errorf(backend.Unsupported, "x"), 501, codes.Unimplemented},
 		{backend.Errorf(backend.Internal, "x"), 500, codes.Internal},
 		{backend.Errorf(backend.AlreadyExists, "x"), 400, codes.AlreadyExists},
+		{backend.Errorf(backend.TooLarge, "x"), 413, codes.ResourceExhausted},
 		{fmt.Errorf("loading: %w", backend.Errorf(backend.NotFound, "x")), 404, codes.NotFound},
 		// The outermost *backend.Error decides, whatever it wraps.
 		{backend.Errorf(backend.Internal, "model failed: %w", context.Canceled), 500, codes.Internal},
@@ -38,5 +39,11 @@ func TestMapping(t *testing.T) {
 		if got := GRPCCode(c.err); got != c.grpc {
 			t.Errorf("GRPCCode(%v) = %v, want %v", c.err, got, c.grpc)
 		}
+	}
+}
+
+func TestHTTPHealth(t *testing.T) {
+	if HTTPHealth(true) != 200 || HTTPHealth(false) != 400 {
+		t.Errorf("HTTPHealth: %d when it holds, %d when not; want 200 and 400", HTTPHealth(true), HTTPHealth(false))
 	}
 }
