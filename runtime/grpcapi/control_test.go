@@ -16,6 +16,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
@@ -182,7 +183,7 @@ func TestPollModeUnderLoad(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	writeModel(t, root, "fresh", fmt.Sprintf(slowLoadModel, 1), "1")
+	frontendtest.WriteModel(t, root, "fresh", fmt.Sprintf(slowLoadModel, 1), "1")
 	removedAt := time.Now()
 	if err := e.mgr.Poll(ctx); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -20,61 +18,11 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
-
-const (
-	linearModel = `
-backend: "fake"
-max_batch_size: 8
-version_policy { all {} }
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
-`
-	identModel = `
-backend: "fake"
-max_batch_size: 0
-input [
-  { name: "S" data_type: TYPE_STRING dims: [-1] },
-  { name: "I" data_type: TYPE_INT32 dims: [2, 2] },
-  { name: "B" data_type: TYPE_BOOL dims: [2] },
-  { name: "D" data_type: TYPE_FP64 dims: [1] },
-  { name: "U" data_type: TYPE_UINT8 dims: [3] },
-  { name: "L" data_type: TYPE_INT64 dims: [1] }
-]
-output [
-  { name: "S_OUT" data_type: TYPE_STRING dims: [-1] },
-  { name: "I_OUT" data_type: TYPE_INT32 dims: [2, 2] },
-  { name: "B_OUT" data_type: TYPE_BOOL dims: [2] },
-  { name: "D_OUT" data_type: TYPE_FP64 dims: [1] },
-  { name: "U_OUT" data_type: TYPE_UINT8 dims: [3] },
-  { name: "L_OUT" data_type: TYPE_INT64 dims: [1] }
-]
-parameters { key: "fake_mode" value { string_value: "identity" } }
-`
-	brokenModel = `
-backend: "fake"
-max_batch_size: 0
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
-parameters { key: "fake_fail" value { string_value: "load" } }
-`
-)
-
-func writeModel(t testing.TB, root, name, cfg string, versions ...string) {
-	t.Helper()
-	for _, v := range versions {
-		if err := os.MkdirAll(filepath.Join(root, name, v), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 type env struct {
 	mgr    *repository.Manager
@@ -88,16 +36,8 @@ type env struct {
 // listener and returns a client generated from the same .proto.
 func newEnv(t testing.TB, models map[string]string) *env {
 	t.Helper()
-	root := t.TempDir()
-	for name, cfg := range models {
-		writeModel(t, root, name, cfg, "1", "2")
-	}
-	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()}, StrictModelConfig: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = mgr.LoadAll(context.Background()) // the broken model fails on purpose
-	srv := New(Options{Manager: mgr, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, ModelControl: true})
+	repo := frontendtest.NewRepo(t, models)
+	srv := New(Options{Manager: repo.Manager, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, ModelControl: true})
 	g := srv.NewGRPCServer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,17 +51,8 @@ func newEnv(t testing.TB, models map[string]string) *env {
 	t.Cleanup(func() {
 		conn.Close()
 		g.Stop()
-		_ = mgr.Close(context.Background())
 	})
-	return &env{mgr: mgr, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: root}
-}
-
-func f32bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
+	return &env{mgr: repo.Manager, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: repo.Root}
 }
 
 func bytesF32(b []byte) []float32 {
@@ -144,7 +75,7 @@ func linearRequest(id string, x []float32, raw bool) *pb.ModelInferRequest {
 	in := &pb.ModelInferRequest_InferInputTensor{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{int64(len(x) / 4), 4}}
 	r := &pb.ModelInferRequest{ModelName: "linear", Id: id, Inputs: []*pb.ModelInferRequest_InferInputTensor{in}}
 	if raw {
-		r.RawInputContents = [][]byte{f32bytes(x)}
+		r.RawInputContents = [][]byte{frontendtest.F32Bytes(x)}
 	} else {
 		in.Contents = &pb.InferTensorContents{Fp32Contents: x}
 	}
@@ -159,7 +90,7 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 }
 
 func TestHealthAndMetadata(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "ident": frontendtest.Ident})
 	ctx := context.Background()
 	live, err := e.client.ServerLive(ctx, &pb.ServerLiveRequest{})
 	if err != nil || !live.Live {
@@ -221,7 +152,7 @@ func TestHealthAndMetadata(t *testing.T) {
 }
 
 func TestInferTypedAndRawAgree(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear})
 	ctx := context.Background()
 	x := rows(3, -1.5)
 	want := fake.Linear(x, 4, 3)
@@ -257,7 +188,7 @@ func TestInferTypedAndRawAgree(t *testing.T) {
 }
 
 func TestInferAllTypesTypedAndRaw(t *testing.T) {
-	e := newEnv(t, map[string]string{"ident": identModel})
+	e := newEnv(t, map[string]string{"ident": frontendtest.Ident})
 	ctx := context.Background()
 	typed := &pb.ModelInferRequest{ModelName: "ident", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 		{Name: "S", Datatype: "BYTES", Shape: []int64{3}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte("a"), {}, []byte("héllo\x00")}}},
@@ -306,7 +237,7 @@ func TestInferAllTypesTypedAndRaw(t *testing.T) {
 }
 
 func TestInferErrors(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel, "broken": brokenModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "ident": frontendtest.Ident, "broken": frontendtest.Broken})
 	ctx := context.Background()
 	x := rows(1, 0)
 	mut := func(f func(r *pb.ModelInferRequest)) *pb.ModelInferRequest {
@@ -330,14 +261,14 @@ func TestInferErrors(t *testing.T) {
 		{"contents of another type", mut(func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Contents = &pb.InferTensorContents{IntContents: []int32{1, 2, 3, 4}}
 		}), codes.InvalidArgument},
-		{"typed and raw", mut(func(r *pb.ModelInferRequest) { r.RawInputContents = [][]byte{f32bytes(x)} }), codes.InvalidArgument},
+		{"typed and raw", mut(func(r *pb.ModelInferRequest) { r.RawInputContents = [][]byte{frontendtest.F32Bytes(x)} }), codes.InvalidArgument},
 		{"raw count", mut(func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Contents = nil
-			r.RawInputContents = [][]byte{f32bytes(x), f32bytes(x)}
+			r.RawInputContents = [][]byte{frontendtest.F32Bytes(x), frontendtest.F32Bytes(x)}
 		}), codes.InvalidArgument},
 		{"raw size", mut(func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Contents = nil
-			r.RawInputContents = [][]byte{f32bytes(x)[:15]}
+			r.RawInputContents = [][]byte{frontendtest.F32Bytes(x)[:15]}
 		}), codes.InvalidArgument},
 		{"batch too large", mut(func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Shape = []int64{9, 4}
@@ -373,7 +304,7 @@ func TestInferErrors(t *testing.T) {
 }
 
 func TestStreamInfer(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := e.client.ModelStreamInfer(ctx)
@@ -431,7 +362,7 @@ func TestStreamInfer(t *testing.T) {
 }
 
 func TestStatisticsAndIndex(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel, "broken": brokenModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "broken": frontendtest.Broken})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		if _, err := e.client.ModelInfer(ctx, linearRequest("", rows(2, 1), true)); err != nil {
@@ -487,7 +418,7 @@ func TestStatisticsAndIndex(t *testing.T) {
 }
 
 func TestLoadUnload(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear})
 	ctx := context.Background()
 	if _, err := e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{ModelName: "linear"}); err != nil {
 		t.Fatal(err)
@@ -543,7 +474,7 @@ func TestLoadUnload(t *testing.T) {
 }
 
 func TestSharedMemoryAndTraceUnimplemented(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel})
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear})
 	ctx := context.Background()
 	_, err := e.client.SystemSharedMemoryStatus(ctx, &pb.SystemSharedMemoryStatusRequest{})
 	wantCode(t, err, codes.Unimplemented)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/torchtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
@@ -28,12 +29,7 @@ import (
 )
 
 func TestTorchSimpleLinearGRPC(t *testing.T) {
-	py, root, modelPath := torchtest.Repository(t, `
-name: "simple_linear"
-platform: "pytorch_libtorch"
-max_batch_size: 32
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
+	py, root, modelPath := torchtest.Repository(t, frontendtest.SimpleLinear(32)+`
 dynamic_batching { max_queue_delay_microseconds: 500 }
 instance_group [{ kind: KIND_CPU count: 2 }]
 `)
@@ -96,7 +92,7 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 		in := &pb.ModelInferRequest_InferInputTensor{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{3, 10}}
 		r := &pb.ModelInferRequest{ModelName: "simple_linear", Inputs: []*pb.ModelInferRequest_InferInputTensor{in}}
 		if raw {
-			r.RawInputContents = [][]byte{f32bytes(x)}
+			r.RawInputContents = [][]byte{frontendtest.F32Bytes(x)}
 		} else {
 			in.Contents = &pb.InferTensorContents{Fp32Contents: x}
 		}

@@ -2,41 +2,23 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
-	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
-// fuzzModel loads the identity model (BYTES, INT32, BOOL, FP64 inputs) so
-// that decoded requests can also go through validation.
+// fuzzModel loads the identity model (BYTES, INT32, BOOL, FP64, UINT8 and
+// INT64 inputs) so that decoded requests can also go through validation.
 func fuzzModel(f *testing.F) *repository.Model {
-	root := f.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "ident", "1"), 0o755); err != nil {
-		f.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "ident", "config.pbtxt"), []byte(identModel), 0o644); err != nil {
-		f.Fatal(err)
-	}
-	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()}, StrictModelConfig: true})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := mgr.LoadAll(context.Background()); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = mgr.Close(context.Background()) })
-	m, err := mgr.Get("ident", 1)
+	m, err := frontendtest.NewRepo(f, map[string]string{"ident": frontendtest.Ident}).Manager.Get("ident", 2) // the latest of versions 1 and 2
 	if err != nil {
 		f.Fatal(err)
 	}

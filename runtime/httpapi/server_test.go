@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -11,28 +10,18 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
-const (
-	linearModel = `
-backend: "fake"
-max_batch_size: 8
-version_policy { all {} }
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
-`
-	batchedModel = `
+const batchedModel = `
 backend: "fake"
 max_batch_size: 32
 input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
@@ -41,24 +30,6 @@ dynamic_batching { preferred_batch_size: [8, 16] max_queue_delay_microseconds: 5
 instance_group [{ kind: KIND_CPU count: 1 }]
 parameters { key: "fake_delay_us" value { string_value: "3000" } }
 `
-	identModel = `
-backend: "fake"
-max_batch_size: 0
-input [
-  { name: "S" data_type: TYPE_STRING dims: [-1] },
-  { name: "I" data_type: TYPE_INT32 dims: [2, 2] },
-  { name: "B" data_type: TYPE_BOOL dims: [2] },
-  { name: "D" data_type: TYPE_FP64 dims: [1] optional: true }
-]
-output [
-  { name: "S_OUT" data_type: TYPE_STRING dims: [-1] },
-  { name: "I_OUT" data_type: TYPE_INT32 dims: [2, 2] },
-  { name: "B_OUT" data_type: TYPE_BOOL dims: [2] },
-  { name: "D_OUT" data_type: TYPE_FP64 dims: [1] }
-]
-parameters { key: "fake_mode" value { string_value: "identity" } }
-`
-)
 
 type env struct {
 	srv     *httptest.Server
@@ -67,38 +38,16 @@ type env struct {
 	be      *fake.Backend
 }
 
-func writeModelTB(t testing.TB, root, name, cfg string, versions ...string) {
-	t.Helper()
-	for _, v := range versions {
-		if err := os.MkdirAll(filepath.Join(root, name, v), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // newEnv serves a repository with the fake backend over real listeners.
 func newEnv(t testing.TB, models map[string]string, maxInput int64) *env {
 	t.Helper()
-	root := t.TempDir()
-	for name, cfg := range models {
-		writeModelTB(t, root, name, cfg, "1", "2")
-	}
-	be := fake.New()
-	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = mgr.LoadAll(context.Background()) // failures are part of some tests
-	e := &env{mgr: mgr, be: be}
-	e.srv = httptest.NewServer(New(Options{Manager: mgr, ID: "test-id", Version: "9.9", MaxInputSize: maxInput}))
-	e.metrics = httptest.NewServer(metrics.Handler(metrics.NewRegistry(mgr)))
+	repo := frontendtest.NewRepo(t, models)
+	e := &env{mgr: repo.Manager, be: repo.Backend}
+	e.srv = httptest.NewServer(New(Options{Manager: repo.Manager, ID: "test-id", Version: "9.9", MaxInputSize: maxInput}))
+	e.metrics = httptest.NewServer(metrics.Handler(metrics.NewRegistry(repo.Manager)))
 	t.Cleanup(func() {
 		e.srv.Close()
 		e.metrics.Close()
-		_ = mgr.Close(context.Background())
 	})
 	return e
 }
@@ -122,14 +71,6 @@ func (e *env) do(t *testing.T, method, path string, body []byte, hdr map[string]
 		t.Fatal(err)
 	}
 	return resp, b
-}
-
-func f32bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }
 
 func inputRows(rows int, base float32) []float32 {
@@ -156,7 +97,7 @@ type inferResponse struct {
 }
 
 func TestHealthAndServerMetadata(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel}, 0)
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	for _, p := range []string{"/v2/health/live", "/v2/health/ready"} {
 		if r, _ := e.do(t, "GET", p, nil, nil); r.StatusCode != 200 {
 			t.Errorf("%s: %d", p, r.StatusCode)
@@ -171,7 +112,7 @@ func TestHealthAndServerMetadata(t *testing.T) {
 		t.Errorf("extensions: %s", b)
 	}
 	// A model that failed to load makes a strict server unready.
-	e2 := newEnv(t, map[string]string{"linear": linearModel, "bad": linearModel + "response_cache { enable: true }"}, 0)
+	e2 := newEnv(t, map[string]string{"linear": frontendtest.Linear, "bad": frontendtest.Linear + "response_cache { enable: true }"}, 0)
 	if r, _ := e2.do(t, "GET", "/v2/health/ready", nil, nil); r.StatusCode != 400 {
 		t.Errorf("ready with a failed model: %d", r.StatusCode)
 	}
@@ -181,7 +122,7 @@ func TestHealthAndServerMetadata(t *testing.T) {
 }
 
 func TestModelMetadataReadyConfig(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel}, 0)
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	r, b := e.do(t, "GET", "/v2/models/linear", nil, nil)
 	var md modelMetadata
 	if err := json.Unmarshal(b, &md); err != nil || r.StatusCode != 200 {
@@ -226,7 +167,7 @@ func TestModelMetadataReadyConfig(t *testing.T) {
 }
 
 func TestInferJSONFlatAndNested(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel}, 0)
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	x := inputRows(2, 1)
 	want := fake.Linear(x, 4, 3)
 	flat, _ := json.Marshal(x)
@@ -269,9 +210,9 @@ func binaryBody(header string, parts ...[]byte) ([]byte, map[string]string) {
 }
 
 func TestInferBinaryInAndOut(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel}, 0)
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	x := inputRows(3, -2)
-	want := f32bytes(fake.Linear(x, 4, 3))
+	want := frontendtest.F32Bytes(fake.Linear(x, 4, 3))
 	for _, c := range []struct {
 		name, params, outputs string
 		binaryOut             bool
@@ -281,7 +222,7 @@ func TestInferBinaryInAndOut(t *testing.T) {
 		{"binary-in-json-out", ``, `,"outputs":[{"name":"OUTPUT__0"}]`, false},
 	} {
 		hdr := fmt.Sprintf(`{%s"inputs":[{"name":"INPUT__0","shape":[3,4],"datatype":"FP32","parameters":{"binary_data_size":48}}]%s}`, c.params, c.outputs)
-		body, h := binaryBody(hdr, f32bytes(x))
+		body, h := binaryBody(hdr, frontendtest.F32Bytes(x))
 		r, b := e.do(t, "POST", "/v2/models/linear/infer", body, h)
 		if r.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", c.name, r.StatusCode, b)
@@ -293,7 +234,7 @@ func TestInferBinaryInAndOut(t *testing.T) {
 			}
 			var got []float32
 			_ = json.Unmarshal(resp.Outputs[0].Data, &got)
-			if !bytes.Equal(f32bytes(got), want) {
+			if !bytes.Equal(frontendtest.F32Bytes(got), want) {
 				t.Errorf("%s: got %v", c.name, got)
 			}
 			continue
@@ -325,7 +266,7 @@ func bytesElems(ss ...string) []byte {
 }
 
 func TestInferOtherDatatypes(t *testing.T) {
-	e := newEnv(t, map[string]string{"ident": identModel}, 0)
+	e := newEnv(t, map[string]string{"ident": frontendtest.Ident}, 0)
 	body := `{"inputs":[
 	  {"name":"S","shape":[3],"datatype":"BYTES","data":["hello","quote\"and\u00e9",""]},
 	  {"name":"I","shape":[2,2],"datatype":"INT32","data":[[1,-2],[2147483647,-2147483648]]},
@@ -381,8 +322,8 @@ func TestInferOtherDatatypes(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel}, 4096)
-	good := f32bytes(inputRows(1, 0))
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "ident": frontendtest.Ident}, 4096)
+	good := frontendtest.F32Bytes(inputRows(1, 0))
 	bin := func(hdr string, parts ...[]byte) ([]byte, map[string]string) { return binaryBody(hdr, parts...) }
 	type tc struct {
 		name   string
@@ -477,7 +418,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestStatsAndRepositoryIndex(t *testing.T) {
-	e := newEnv(t, map[string]string{"linear": linearModel, "ident": identModel, "broken": linearModel + "metric_tags { key: \"a\" value: \"b\" }"}, 0)
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "ident": frontendtest.Ident, "broken": frontendtest.Linear + "metric_tags { key: \"a\" value: \"b\" }"}, 0)
 	body := `{"inputs":[{"name":"INPUT__0","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}`
 	for i := 0; i < 3; i++ {
 		if r, b := e.do(t, "POST", "/v2/models/linear/versions/1/infer", []byte(body), nil); r.StatusCode != 200 {
@@ -574,7 +515,7 @@ func TestDynamicBatchingUnderConcurrentClients(t *testing.T) {
 				rows := 1 + (c+k)%2
 				x := inputRows(rows, float32(c*100+k))
 				hdr := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[%d,4],"datatype":"FP32","parameters":{"binary_data_size":%d}}]}`, rows, 16*rows)
-				body, h := binaryBody(hdr, f32bytes(x))
+				body, h := binaryBody(hdr, frontendtest.F32Bytes(x))
 				req, _ := http.NewRequest("POST", e.srv.URL+"/v2/models/batched/infer", bytes.NewReader(body))
 				for k, v := range h {
 					req.Header.Set(k, v)
@@ -587,7 +528,7 @@ func TestDynamicBatchingUnderConcurrentClients(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				hl, _ := strconv.Atoi(resp.Header.Get(HeaderLength))
-				if resp.StatusCode != 200 || hl > len(b) || !bytes.Equal(b[hl:], f32bytes(fake.Linear(x, 4, 3))) {
+				if resp.StatusCode != 200 || hl > len(b) || !bytes.Equal(b[hl:], frontendtest.F32Bytes(fake.Linear(x, 4, 3))) {
 					errs <- fmt.Sprintf("client %d request %d: status %d, rows not its own", c, k, resp.StatusCode)
 					return
 				}

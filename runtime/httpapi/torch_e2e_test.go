@@ -20,18 +20,14 @@ import (
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/torchtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
 func TestTorchSimpleLinearEndToEnd(t *testing.T) {
-	py, root, modelPath := torchtest.Repository(t, `
-name: "simple_linear"
-platform: "pytorch_libtorch"
-max_batch_size: 32
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
+	py, root, modelPath := torchtest.Repository(t, frontendtest.SimpleLinear(32)+`
 dynamic_batching { preferred_batch_size: [ 4, 8, 16 ] max_queue_delay_microseconds: 1000 }
 instance_group [{ kind: KIND_CPU count: 2 }]
 `)
@@ -72,7 +68,7 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 		flat = append(flat, row...)
 	}
 	hdr := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[2,10],"datatype":"FP32","parameters":{"binary_data_size":80}}]}`
-	bb, h := binaryBody(hdr, f32bytes(flat))
+	bb, h := binaryBody(hdr, frontendtest.F32Bytes(flat))
 	r, b = e.do(t, "POST", "/v2/models/simple_linear/infer", bb, h)
 	if r.StatusCode != 200 {
 		t.Fatalf("binary infer: %d %s", r.StatusCode, b)
@@ -93,13 +89,7 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 // sent (forward() takes the rows), unless the server is strict about shapes
 // as Triton is.
 func TestTorchReportShapeWithoutBatching(t *testing.T) {
-	py, root, modelPath := torchtest.Repository(t, `
-name: "simple_linear"
-platform: "pytorch_libtorch"
-max_batch_size: 0
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
-`)
+	py, root, modelPath := torchtest.Repository(t, frontendtest.SimpleLinear(0))
 	x := [][]float32{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {0, -1, 2, -3, 4, -5, 6, -7, 8, -9}}
 	want, err := torchtest.Reference(t.Context(), py, modelPath, x)
 	if err != nil {

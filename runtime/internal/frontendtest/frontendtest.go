@@ -1,0 +1,129 @@
+// Package frontendtest holds the fixtures the HTTP and gRPC frontends'
+// tests share, so that both are tested against the same models: configs
+// for the fake backend (and the report's simple_linear for the libtorch
+// end-to-end tests), a repository served by the fake backend, and the
+// readiness table both frontends must answer alike.
+package frontendtest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// Model configurations for the fake backend (see runtime/fake).
+const (
+	// Linear computes fake.Linear on rows of 4 FP32 values, giving rows of
+	// 3, in batches of up to 8; every version directory is served.
+	Linear = `
+backend: "fake"
+max_batch_size: 8
+version_policy { all {} }
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+`
+	// Ident copies each input to the output of the same position, for
+	// data types other than FP32; S, I and B are required, D, U and L
+	// optional (an absent input has no output).
+	Ident = `
+backend: "fake"
+max_batch_size: 0
+input [
+  { name: "S" data_type: TYPE_STRING dims: [-1] },
+  { name: "I" data_type: TYPE_INT32 dims: [2, 2] },
+  { name: "B" data_type: TYPE_BOOL dims: [2] },
+  { name: "D" data_type: TYPE_FP64 dims: [1] optional: true },
+  { name: "U" data_type: TYPE_UINT8 dims: [3] optional: true },
+  { name: "L" data_type: TYPE_INT64 dims: [1] optional: true }
+]
+output [
+  { name: "S_OUT" data_type: TYPE_STRING dims: [-1] },
+  { name: "I_OUT" data_type: TYPE_INT32 dims: [2, 2] },
+  { name: "B_OUT" data_type: TYPE_BOOL dims: [2] },
+  { name: "D_OUT" data_type: TYPE_FP64 dims: [1] },
+  { name: "U_OUT" data_type: TYPE_UINT8 dims: [3] },
+  { name: "L_OUT" data_type: TYPE_INT64 dims: [1] }
+]
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`
+	// Broken is a valid configuration whose instances fail to load, so the
+	// model stays UNAVAILABLE.
+	Broken = `
+backend: "fake"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+parameters { key: "fake_fail" value { string_value: "load" } }
+`
+)
+
+// SimpleLinear is the configuration of the report's simple_linear
+// TorchScript model (nn.Linear(10, 5)) for the pytorch backend, without
+// batching or instance settings; tests append their own.
+func SimpleLinear(maxBatchSize int) string {
+	return fmt.Sprintf(`
+name: "simple_linear"
+platform: "pytorch_libtorch"
+max_batch_size: %d
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 10 ] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] }]
+`, maxBatchSize)
+}
+
+// WriteModel writes <root>/<name>/config.pbtxt with cfg and creates the
+// version directories.
+func WriteModel(tb testing.TB, root, name, cfg string, versions ...string) {
+	tb.Helper()
+	for _, v := range versions {
+		if err := os.MkdirAll(filepath.Join(root, name, v), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, name, "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Repo is a temporary model repository served by the fake backend.
+type Repo struct {
+	Root    string
+	Manager *repository.Manager
+	Backend *fake.Backend
+}
+
+// NewRepo writes models (name -> config, each with versions 1 and 2) to a
+// temporary repository and loads them all with the fake backend and a
+// strict model config. Models that fail to load stay in the index, as some
+// tests want them. The manager is closed when the test ends.
+func NewRepo(tb testing.TB, models map[string]string) *Repo {
+	tb.Helper()
+	root := tb.TempDir()
+	for name, cfg := range models {
+		WriteModel(tb, root, name, cfg, "1", "2")
+	}
+	be := fake.New()
+	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = mgr.LoadAll(context.Background())
+	tb.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	return &Repo{Root: root, Manager: mgr, Backend: be}
+}
+
+// F32Bytes encodes v as tensor data (little-endian FP32).
+func F32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
