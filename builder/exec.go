@@ -51,7 +51,17 @@ type Executor struct {
 	// Jobs planner and launcher chain; nil runs commands directly with
 	// the planned -j.
 	Launcher LauncherFactory
+	// Cache is the binary cache: Run pulls StatusRemote nodes from it and
+	// pushes committed trees to it (unless Settings.Cache.NoPush). Nil
+	// builds everything here.
+	Cache TreeCache
+
+	// stats counts what the last Run did.
+	stats runStats
 }
+
+// runStats counts the trees a run built, pulled and pushed.
+type runStats struct{ built, pulled, pushed int }
 
 // StepProgress follows a long step.
 type StepProgress interface {
@@ -110,18 +120,40 @@ func asStepError(err error, target **StepError) bool { return errors.As(err, tar
 // early on purpose.
 var ErrStopped = errors.New("stopped early as asked")
 
-// Run builds every node with status build, in plan order.
+// Run builds every node with status build, in plan order. A StatusRemote
+// node is pulled from the Cache instead, under the same lock a build takes,
+// and built when the cache's copy is refused. With a Cache every tree the
+// store holds (built now or before) is pushed to it unless
+// Settings.Cache.NoPush or the build stops early (Until, Targets).
 func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
+	e.stats = runStats{}
 	for _, n := range nodes {
-		if n.Status != StatusBuild {
-			continue
+		switch n.Status {
+		case StatusBuild, StatusRemote:
+			if err := e.buildNode(ctx, plan, n); err != nil {
+				return err
+			}
+			if n.Status != StatusCached {
+				n.Status, n.Reason = StatusCached, "built"
+			}
+		case StatusCached:
+			if e.pushing() {
+				if _, err := e.push(ctx, n); err != nil {
+					return err
+				}
+			}
 		}
-		if err := e.buildNode(ctx, plan, n); err != nil {
-			return err
-		}
-		n.Status, n.Reason = StatusCached, "built"
 	}
 	return nil
+}
+
+// partial reports whether builds stop before committing (--until,
+// --target).
+func (e *Executor) partial() bool { return e.Until != "" || len(e.Targets) > 0 }
+
+// pushing reports whether committed trees go to the cache.
+func (e *Executor) pushing() bool {
+	return e.Cache != nil && !e.Settings.Cache.NoPush && !e.partial()
 }
 
 func (e *Executor) printf(format string, args ...any) {
@@ -155,10 +187,21 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 		return err
 	}
 	defer unlock()
-	partial := e.Until != "" || len(e.Targets) > 0
-	if e.Store.Has(n.Key()) && n.Reason != "forced" && !partial {
+	partial := e.partial()
+	// A pull needs no build step, so a partial build takes it too.
+	if e.Store.Has(n.Key()) && !n.Forced && (!partial || n.Status == StatusRemote) {
 		e.printf("==> %s %s: built meanwhile by another process\n", n.Name, n.Version)
 		return nil
+	}
+	if n.Status == StatusRemote {
+		err := e.pull(ctx, n)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		// A tree the cache holds is an optimisation: when it is refused
+		// (unreachable, tampered, corrupted) the node is built here.
+		e.printf("==> %s %s: %v; building it instead\n", n.Name, n.Version, err)
+		n.Status, n.Reason = StatusBuild, "binary cache copy refused"
 	}
 	start := time.Now()
 	e.printf("==> building %s %s (%s)\n", n.Name, n.Version, n.ShortHash())
@@ -227,10 +270,16 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	if err := e.Store.Commit(n.Key(), b.staging, m); err != nil {
 		return err
 	}
+	e.stats.built++
 	if !e.KeepWork {
 		os.RemoveAll(b.work)
 	}
 	e.printf("    %s %s installed: %d files, %s, in %s\n", n.Name, n.Version, len(m.Files), m.Digest[:19], time.Since(start).Round(time.Millisecond))
+	if e.pushing() {
+		if _, err := e.push(ctx, n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

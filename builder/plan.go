@@ -28,9 +28,9 @@ const (
 	StatusExternal Status = "external"
 	StatusBuild    Status = "build"
 	// StatusRemote marks a node that is not in the local store but whose
-	// install tree a shared binary cache (an OCI registry, see package
-	// builder/remote) holds under the node's hash: it is pulled, not built.
-	// Pulling turns it into StatusCached before the executor runs.
+	// install tree the binary cache (TreeCache) holds under the node's
+	// hash: Plan.AskCache sets it, and the executor pulls the tree instead
+	// of building it.
 	StatusRemote Status = "cached (remote)"
 )
 
@@ -40,7 +40,8 @@ type Node struct {
 	Version string `json:"version"`
 	Hash    string `json:"hash"`
 	Status  Status `json:"status"`
-	// Reason says why the status (e.g. "not in store", "forced").
+	// Reason says why the status (e.g. "not in store", "forced"), for
+	// people: code looks at Status and Forced.
 	Reason  string   `json:"reason,omitempty"`
 	Depends []string `json:"depends"`
 	// External is the installed prefix standing in for this node.
@@ -54,6 +55,9 @@ type Node struct {
 	Deps         []*Node         `json:"-"`
 	Toolchain    *Node           `json:"-"`
 	SourceDigest string          `json:"-"`
+	// Forced is set when the plan rebuilds the node although it may be
+	// cached (--force).
+	Forced bool `json:"-"`
 	// Identity is what dependents hash for an external: its detected
 	// version and path.
 	Identity string `json:"-"`
@@ -316,7 +320,7 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 	})
 	switch {
 	case slices.Contains(pl.opts.Force, n.Name):
-		n.Status, n.Reason = StatusBuild, "forced"
+		n.Status, n.Reason, n.Forced = StatusBuild, "forced", true
 	case pl.opts.Store != nil && pl.opts.Store.Has(n.Key()):
 		n.Status, n.Reason = StatusCached, "in store"
 	default:

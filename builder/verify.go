@@ -44,6 +44,7 @@ func Verify(ctx context.Context, p *Project, name, tmpStore string, ex *Executor
 	vex := *ex
 	vex.Store = st
 	vex.Launcher = nil
+	vex.Cache = nil // the point is to build it here
 	if err := vex.Run(ctx, fresh, fresh.Nodes); err != nil {
 		return nil, fmt.Errorf("verify %s: rebuilding: %w", name, err)
 	}

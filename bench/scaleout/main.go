@@ -7,7 +7,8 @@
 //	push     upload store A's tree to a local registry (binary cache)
 //	warm     build in store B (another work dir) with the ccache filled by A
 //	plain    build in store C without ccache (broker -> cc)
-//	pull     empty store A's root, plan, mark and pull from the registry
+//	pull     empty store A's root and build again with the registry as the
+//	         binary cache: plan, ask and pull instead of building
 //
 // and prints plain/warm (what a warm ccache from another work dir saves)
 // and plain/pull (hydrating a store from the registry instead of building).
@@ -19,11 +20,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -117,27 +116,25 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 		return err
 	}
 	defer stop()
-	ref := addr + "/bench/tritonbuild-cache"
-	cc := &toolchain.CcacheConfig{Dir: filepath.Join(dir, "ccache"), MaxSize: "5G"}
-	chain := func() builder.LauncherFactory {
-		return &builder.ChainLauncher{Base: b.memory(), Ccache: cc}
-	}
+	cache := &remote.Cache{Ref: addr + "/bench/tritonbuild-cache", Options: remote.Options{Insecure: true}}
+	ccache := &recipe.CcacheSettings{Dir: filepath.Join(dir, "ccache"), MaxSize: "5G"}
+	cc := ccache.Config(dir)
 
-	fill, planA, storeA, err := b.build(ctx, "fill", filepath.Join(dir, "a"), chain())
+	fill, resA, storeA, err := b.build(ctx, "fill", filepath.Join(dir, "a"), ccache, nil)
 	if err != nil {
 		return err
 	}
 	fillStats, _ := cc.Stats(ctx)
 	t0 := time.Now()
-	popts := remote.PlanOptions{Options: remote.Options{Insecure: true}, Out: os.Stderr}
-	if n, err := remote.PushPlan(ctx, storeA, planA.Nodes, ref, popts); err != nil || n != 1 {
+	ex := &builder.Executor{Store: storeA, Cache: cache, Out: os.Stderr}
+	if n, err := ex.Push(ctx, resA.Plan.Nodes); err != nil || n != 1 {
 		return fmt.Errorf("push: %d nodes, %v", n, err)
 	}
 	push := time.Since(t0)
 	if err := cc.ZeroStats(ctx); err != nil {
 		return err
 	}
-	warm, _, _, err := b.build(ctx, "warm", filepath.Join(dir, "b"), chain())
+	warm, _, _, err := b.build(ctx, "warm", filepath.Join(dir, "b"), ccache, nil)
 	if err != nil {
 		return err
 	}
@@ -145,37 +142,29 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 	if err != nil {
 		return err
 	}
-	plain, _, _, err := b.build(ctx, "plain", filepath.Join(dir, "c"), b.memory())
+	plain, _, _, err := b.build(ctx, "plain", filepath.Join(dir, "c"), nil, nil)
 	if err != nil {
 		return err
 	}
 
-	// Hydrate: store A's root, emptied.
+	// Hydrate store A's root, emptied: the same build, with the cache.
 	if err := os.RemoveAll(filepath.Join(dir, "a")); err != nil {
 		return err
 	}
-	t0 = time.Now()
-	st, err := store.Open(filepath.Join(dir, "a"))
+	pull, res, st, err := b.build(ctx, "pull", filepath.Join(dir, "a"), nil, cache)
 	if err != nil {
 		return err
 	}
-	plan, err := b.plan(ctx, st)
-	if err != nil {
-		return err
+	if res.Pulled != 1 || res.Built != 0 {
+		return fmt.Errorf("pull: %d trees pulled and %d built, want 1 and 0", res.Pulled, res.Built)
 	}
-	if n, err := remote.Mark(ctx, plan, st, ref, popts); err != nil || n != 1 {
-		return fmt.Errorf("mark: %d nodes, %v", n, err)
-	}
-	if err := remote.PullPlan(ctx, st, plan.Nodes, ref, popts); err != nil {
-		return err
-	}
-	pull := time.Since(t0)
-	tblgen := filepath.Join(st.TreeDir(plan.Node("tblgen").Key()), "bin", "llvm-tblgen")
+	node := res.Plan.Node("tblgen")
+	tblgen := filepath.Join(st.TreeDir(node.Key()), "bin", "llvm-tblgen")
 	out, err := exec.CommandContext(ctx, tblgen, "--version").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pulled llvm-tblgen does not run: %v: %s", err, out)
 	}
-	m, err := st.Manifest(plan.Node("tblgen").Key())
+	m, err := st.Manifest(node.Key())
 	if err != nil {
 		return err
 	}
@@ -193,41 +182,31 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 	return nil
 }
 
-func (b *bench) memory() *builder.MemoryLauncher {
-	return &builder.MemoryLauncher{Exe: b.exe, Host: b.host}
-}
-
-func (b *bench) plan(ctx context.Context, st *store.Store) (*builder.Plan, error) {
-	set, err := recipe.Load(recipe.OSDir(b.recipes))
-	if err != nil {
-		return nil, err
-	}
-	return builder.MakePlan(ctx, set, builder.PlanOptions{Settings: recipe.Settings{Targets: []string{"tblgen"}}, Store: st})
-}
-
-// build plans and builds the node in a new store at root; the time covers
-// planning (hashing the local source), the source copy, configure, build
-// and install, as a user's `tritonbuild build` would.
-func (b *bench) build(ctx context.Context, label, root string, l builder.LauncherFactory) (time.Duration, *builder.Plan, *store.Store, error) {
+// build runs what `tritonbuild build tblgen` runs (builder's Project.Build:
+// plan, jobs, the memory broker in the launcher chain, with ccache when
+// given, pulling from cache when given) in a new store at root. The time
+// covers planning (hashing the local source), the source copy, configure,
+// build and install, or the pull.
+func (b *bench) build(ctx context.Context, label, root string, ccache *recipe.CcacheSettings, cache builder.TreeCache) (time.Duration, *builder.BuildResult, *store.Store, error) {
 	fmt.Fprintf(os.Stderr, "== %s: building in %s\n", label, root)
 	start := time.Now()
 	st, err := store.Open(root)
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	plan, err := b.plan(ctx, st)
+	set, err := recipe.Load(recipe.OSDir(b.recipes))
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	builder.AssignJobs(plan, st, b.host, b.jobs, 0)
-	var log bytes.Buffer
-	e := &builder.Executor{Store: st, Jobs: b.jobs, Launcher: l, Out: io.MultiWriter(&log, os.Stderr)}
-	if err := e.Run(ctx, plan, plan.Nodes); err != nil {
+	p := &builder.Project{Recipes: set, Store: st, Dir: b.dir,
+		Settings: recipe.Settings{Targets: []string{"tblgen"}, Cache: recipe.CacheSettings{Ccache: ccache}}}
+	res, err := p.Build(ctx, builder.BuildOptions{Host: b.host, Exe: b.exe, Jobs: b.jobs, Cache: cache, Out: os.Stderr})
+	if err != nil {
 		return 0, nil, nil, fmt.Errorf("%s build: %w", label, err)
 	}
 	d := time.Since(start)
 	fmt.Fprintf(os.Stderr, "== %s: %.1f s\n", label, d.Seconds())
-	return d, plan, st, nil
+	return d, res, st, nil
 }
 
 // extractLLVM unpacks the parts of the tree an llvm-only build reads.

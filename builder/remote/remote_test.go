@@ -17,6 +17,8 @@ import (
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
 )
 
+var _ builder.TreeCache = (*remote.Cache)(nil)
+
 // world is a recipe dir with a real CMake library and a program using it.
 type world struct {
 	t       *testing.T
@@ -80,7 +82,9 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	reg := imagestest.StartRegistry(t)
 	ref := reg.Ref("team/tritonbuild-cache")
 	ctx := context.Background()
-	opts := remote.PlanOptions{Options: remote.Options{Insecure: true}}
+	opts := remote.Options{Insecure: true}
+	cache := &remote.Cache{Ref: ref, Options: opts}
+	executor := func(st *store.Store) *builder.Executor { return &builder.Executor{Store: st, Cache: cache} }
 
 	root := filepath.Join(t.TempDir(), "store")
 	a, err := store.Open(root)
@@ -89,20 +93,20 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	}
 	pa := w.plan(a)
 	w.build(a, pa)
-	n, err := remote.PushPlan(ctx, a, pa.Nodes, ref, opts)
+	n, err := executor(a).Push(ctx, pa.Nodes)
 	if err != nil || n != 2 {
 		t.Fatalf("pushed %d, %v; want 2 nodes", n, err)
 	}
-	if n, err := remote.PushPlan(ctx, a, pa.Nodes, ref, opts); err != nil || n != 0 {
+	if n, err := executor(a).Push(ctx, pa.Nodes); err != nil || n != 0 {
 		t.Fatalf("second push uploaded %d, %v; want nothing", n, err)
 	}
 	for _, node := range pa.Nodes {
-		ok, err := remote.Has(ctx, ref, node.Hash, opts.Options)
+		ok, err := remote.Has(ctx, ref, node.Hash, opts)
 		if err != nil || !ok {
 			t.Fatalf("Has(%s) = %v, %v", node.Name, ok, err)
 		}
 	}
-	if ok, err := remote.Has(ctx, ref, strings.Repeat("0", 64), opts.Options); err != nil || ok {
+	if ok, err := remote.Has(ctx, ref, strings.Repeat("0", 64), opts); err != nil || ok {
 		t.Fatalf("Has(unknown) = %v, %v; want false, nil", ok, err)
 	}
 	wantDigest := map[string]string{}
@@ -128,16 +132,16 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 			t.Fatalf("%s is %s in an empty store", name, s)
 		}
 	}
-	if n, err := remote.Mark(ctx, pb, b, ref, opts); err != nil || n != 2 {
-		t.Fatalf("Mark = %d, %v; want 2", n, err)
+	if n, err := pb.AskCache(ctx, cache, b.Root, nil); err != nil || n != 2 {
+		t.Fatalf("AskCache = %d, %v; want 2", n, err)
 	}
 	for name, s := range statuses(pb) {
 		if s != builder.StatusRemote {
 			t.Errorf("%s is %s, want %s", name, s, builder.StatusRemote)
 		}
 	}
-	if err := remote.PullPlan(ctx, b, pb.Nodes, ref, opts); err != nil {
-		t.Fatal(err)
+	if n, err := executor(b).Pull(ctx, pb.Nodes); err != nil || n != 2 {
+		t.Fatalf("Pull = %d, %v; want 2", n, err)
 	}
 	w.build(b, pb) // must find nothing to do
 	if work, _ := os.ReadDir(filepath.Join(root, "work")); len(work) != 0 {
@@ -170,8 +174,8 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	po := w.plan(other)
-	if n, err := remote.Mark(ctx, po, other, ref, opts); err != nil || n != 0 {
-		t.Fatalf("Mark for another root = %d, %v; want 0", n, err)
+	if n, err := po.AskCache(ctx, cache, other.Root, nil); err != nil || n != 0 {
+		t.Fatalf("AskCache for another root = %d, %v; want 0", n, err)
 	}
 	if r := po.Node("demo").Reason; !strings.Contains(r, root) {
 		t.Errorf("reason %q does not name the root the trees were built for", r)
@@ -194,7 +198,7 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dest := filepath.Join(c.Root, "staging", "pull-demo")
-	_, err = remote.Pull(ctx, ref, demo.Hash, dest, opts.Options)
+	_, err = cache.Pull(ctx, demo.Hash, dest)
 	var de *remote.DigestError
 	if !errors.As(err, &de) {
 		t.Fatalf("pull of a tampered blob: %v, want a *remote.DigestError", err)
@@ -214,12 +218,12 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd := w.plan(d)
-	if _, err := remote.Mark(ctx, pd, d, ref, opts); err != nil {
+	if _, err := pd.AskCache(ctx, cache, d.Root, nil); err != nil {
 		t.Fatal(err)
 	}
-	err = remote.PullPlan(ctx, d, pd.Nodes, ref, opts)
+	_, err = executor(d).Pull(ctx, pd.Nodes)
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "demo") {
-		t.Fatalf("PullPlan with a tampered layer: %v", err)
+		t.Fatalf("Pull with a tampered layer: %v", err)
 	}
 	if nodes, _ := os.ReadDir(filepath.Join(root, "nodes")); len(nodes) != 0 {
 		t.Errorf("store holds %d nodes after a refused pull", len(nodes))
@@ -227,15 +231,29 @@ func TestIntegrationRegistryRoundTrip(t *testing.T) {
 	if staged, _ := os.ReadDir(filepath.Join(root, "staging")); len(staged) != 0 {
 		t.Errorf("staging not cleaned: %v", staged)
 	}
-	// BuildOnFailure turns the refused node back into a build.
-	opts.BuildOnFailure = true
+	// A build pulls what the cache holds and builds what it refuses.
 	pe := w.plan(d)
-	remote.Mark(ctx, pe, d, ref, opts)
-	if err := remote.PullPlan(ctx, d, pe.Nodes, ref, opts); err != nil {
-		t.Fatal(err)
+	if n, err := pe.AskCache(ctx, cache, d.Root, nil); err != nil || n != 2 {
+		t.Fatalf("AskCache = %d, %v; want 2", n, err)
 	}
-	if s := pe.Node("demo").Status; s != builder.StatusBuild {
-		t.Errorf("refused demo is %s, want build", s)
+	var log bytes.Buffer
+	e := &builder.Executor{Store: d, Cache: cache, Out: &log, Jobs: 2}
+	if err := e.Run(ctx, pe, pe.Nodes); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "demo 1.2: ") || !strings.Contains(log.String(), "building it instead") {
+		t.Errorf("the refused pull is not reported:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(d.LogDir(pe.Node("demo").Key()), "build.log")); err != nil {
+		t.Errorf("demo was not built after its pull was refused: %v", err)
+	}
+	if _, err := os.Stat(d.LogDir(pe.Node("user").Key())); !os.IsNotExist(err) {
+		t.Errorf("user was built although the cache holds it: %v", err)
+	}
+	for _, node := range pe.Nodes {
+		if !d.Has(node.Key()) || node.Status != builder.StatusCached {
+			t.Errorf("%s: %s, in store %v", node.Name, node.Status, d.Has(node.Key()))
+		}
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
-	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -27,7 +26,11 @@ func newPlanCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			plan, err := g.planWithJobs(cmd, p, args, force)
+			opts, err := g.buildOptions(cmd, p, args, force)
+			if err != nil {
+				return err
+			}
+			plan, err := p.PlanBuild(ctxOf(cmd), opts)
 			if err != nil {
 				return err
 			}
@@ -81,53 +84,30 @@ func (f *buildFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.keepWork, "keep-work", false, "keep build directories after success")
 }
 
+// runBuild is build and the first half of all: one library call.
 func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, targets []string) (*builder.Project, *builder.Plan, error) {
 	p, err := g.open()
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, err := g.planWithJobs(cmd, p, targets, f.force)
+	opts, err := g.buildOptions(cmd, p, targets, f.force)
 	if err != nil {
 		return nil, nil, err
 	}
-	ex := executor(p, cmd)
-	ex.Jobs, ex.Until, ex.Targets, ex.KeepWork = f.jobs, f.until, f.targets, f.keepWork
-	host, err := g.host(cmd)
+	opts.Jobs, opts.Until, opts.BuildTargets, opts.KeepWork = f.jobs, f.until, f.targets, f.keepWork
+	// Every compile and link calls back into this binary for memory.
+	if opts.Exe, err = os.Executable(); err != nil {
+		return nil, nil, fmt.Errorf("finding the tritonbuild executable for the memory broker: %w", err)
+	}
+	res, err := p.Build(ctxOf(cmd), opts)
+	if errors.Is(err, builder.ErrStopped) {
+		fmt.Fprintln(cmd.ErrOrStderr(), err)
+		return p, res.Plan, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	ex.Launcher = newLauncher(p, host)
-	// Trees another machine built come from the binary cache before
-	// anything is built here (a failed pull falls back to building).
-	reg := p.Settings.Cache.Registry
-	if reg != "" {
-		if err := remote.PullPlan(ctxOf(cmd), p.Store, plan.Nodes, reg, remoteOptions(p, cmd)); err != nil {
-			return nil, nil, err
-		}
-	}
-	todo := 0
-	for _, n := range plan.Nodes {
-		if n.Status == builder.StatusBuild {
-			todo++
-		}
-	}
-	if todo == 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "nothing to build: %d nodes cached or external\n", len(plan.Nodes))
-		return p, plan, nil
-	}
-	if err := ex.Run(ctxOf(cmd), plan, plan.Nodes); err != nil {
-		if errors.Is(err, builder.ErrStopped) {
-			fmt.Fprintln(cmd.ErrOrStderr(), err)
-			return p, plan, nil
-		}
-		return nil, nil, err
-	}
-	if reg != "" && !p.Settings.Cache.NoPush && len(f.targets) == 0 && f.until == "" {
-		if _, err := remote.PushPlan(ctxOf(cmd), p.Store, plan.Nodes, reg, remoteOptions(p, cmd)); err != nil {
-			return nil, nil, err
-		}
-	}
-	return p, plan, nil
+	return p, res.Plan, nil
 }
 
 func newBuildCmd(g *globals) *cobra.Command {

@@ -26,8 +26,9 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 			if err != nil {
 				return err
 			}
-			opts := remote.PlanOptions{Options: remote.Options{Insecure: insecure}, Out: cmd.ErrOrStderr()}
-			n, err := remote.PushPlan(ctxOf(cmd), p.Store, plan.Nodes, args[0], opts)
+			ex := executor(p, cmd)
+			ex.Cache = &remote.Cache{Ref: args[0], Options: remote.Options{Insecure: insecure}}
+			n, err := ex.Push(ctxOf(cmd), plan.Nodes)
 			if err != nil {
 				return err
 			}
@@ -43,15 +44,16 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 			if err != nil {
 				return err
 			}
-			opts := remote.PlanOptions{Options: remote.Options{Insecure: insecure}, Out: cmd.ErrOrStderr()}
-			marked, err := remote.Mark(ctxOf(cmd), plan, p.Store, args[0], opts)
+			ex := executor(p, cmd)
+			ex.Cache = &remote.Cache{Ref: args[0], Options: remote.Options{Insecure: insecure}}
+			if _, err := plan.AskCache(ctxOf(cmd), ex.Cache, p.Store.Root, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			n, err := ex.Pull(ctxOf(cmd), plan.Nodes)
 			if err != nil {
 				return err
 			}
-			if err := remote.PullPlan(ctxOf(cmd), p.Store, plan.Nodes, args[0], opts); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "pulled %d tree(s) from %s\n", marked, args[0])
+			fmt.Fprintf(cmd.ErrOrStderr(), "pulled %d tree(s) from %s\n", n, args[0])
 			return nil
 		},
 	})

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
 )
@@ -44,5 +51,45 @@ func TestBinaryCacheThroughBuildYAML(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(store, "nodes", nodesIn(t, store)[0], "tree", "share", "full")); err != nil {
 		t.Errorf("pulled tree incomplete: %v", err)
+	}
+}
+
+// `tritonbuild plan` makes no network request unless build.yaml names a
+// binary cache; with one, it asks the cache about the nodes it would build
+// and says so.
+func TestPlanAsksTheCacheOnlyWhenConfigured(t *testing.T) {
+	var requests atomic.Int64
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	proj, _, _ := slowProject(t)
+
+	out, stderr, err := run(t, proj, "plan")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr)
+	}
+	if n := requests.Load(); n != 0 || strings.Contains(stderr, "binary cache") {
+		t.Errorf("plan without a cache made %d requests:\n%s", n, stderr)
+	}
+	if !strings.Contains(out, "not in store") {
+		t.Errorf("plan output:\n%s", out)
+	}
+
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/team/trees"
+	cfg := filepath.Join(proj, "build.yaml")
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(data, []byte("cache: {registry: "+ref+", insecure: true}\n")...), 0o644)
+	out, stderr, err = run(t, proj, "plan")
+	if err != nil {
+		t.Fatalf("plan with a cache: %v\n%s", err, stderr)
+	}
+	if requests.Load() == 0 || !strings.Contains(stderr, "asking binary cache "+ref+" about 1 node(s)") {
+		t.Errorf("plan with a cache: %d requests, stderr:\n%s", requests.Load(), stderr)
+	}
+	if !strings.Contains(out, "not in store or binary cache") {
+		t.Errorf("plan output does not say the cache lacks the node:\n%s", out)
 	}
 }

@@ -18,58 +18,21 @@ func addToolchainCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(newDoctorCmd(g), newEnvCmd(g), newLaunchCmd())
 }
 
-// planWithJobs plans and annotates build nodes with their job counts.
-func (g *globals) planWithJobs(cmd *cobra.Command, p *builder.Project, targets, force []string) (*builder.Plan, error) {
-	plan, err := p.Plan(ctxOf(cmd), targets, force)
-	if err != nil {
-		return nil, err
-	}
+// buildOptions are what plan and build share: the targets, the host
+// probe the jobs are planned from, the binary cache when build.yaml names
+// one, and the terminal.
+func (g *globals) buildOptions(cmd *cobra.Command, p *builder.Project, targets, force []string) (builder.BuildOptions, error) {
 	host, err := g.host(cmd)
 	if err != nil {
-		return nil, err
+		return builder.BuildOptions{}, err
 	}
-	jobs := 0
-	if f := cmd.Flags().Lookup("jobs"); f != nil {
-		fmt.Sscan(f.Value.String(), &jobs)
+	opts := builder.BuildOptions{Targets: targets, Force: force, Host: host, Out: cmd.ErrOrStderr()}
+	if c := p.Settings.Cache; c.Registry != "" {
+		opts.Cache = &remote.Cache{Ref: c.Registry, Options: remote.Options{Insecure: c.Insecure}}
 	}
-	if jobs == 0 {
-		jobs = p.Settings.Jobs.Max
-	}
-	builder.AssignJobs(plan, p.Store, host, jobs, p.Settings.Jobs.Reserve)
-	dc, err := p.Settings.Distribute.Config()
-	if err != nil {
-		return nil, err
-	}
-	if jobs == 0 {
-		builder.AddRemoteSlots(plan, dc)
-	}
-	if reg := p.Settings.Cache.Registry; reg != "" {
-		if _, err := remote.Mark(ctxOf(cmd), plan, p.Store, reg, remoteOptions(p, cmd)); err != nil {
-			return nil, err
-		}
-	}
-	return plan, nil
-}
-
-func remoteOptions(p *builder.Project, cmd *cobra.Command) remote.PlanOptions {
-	return remote.PlanOptions{Options: remote.Options{Insecure: p.Settings.Cache.Insecure}, Out: cmd.ErrOrStderr(), BuildOnFailure: true}
-}
-
-func newLauncher(p *builder.Project, host *toolchain.Host) builder.LauncherFactory {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil
-	}
-	base := &builder.MemoryLauncher{Exe: exe, Host: host}
-	dc, err := p.Settings.Distribute.Config()
-	if err != nil {
-		return base
-	}
-	cc := p.Settings.Cache.Ccache.Config(p.Dir)
-	if cc == nil && dc == nil {
-		return base
-	}
-	return &builder.ChainLauncher{Base: base, Ccache: cc, Distcc: dc}
+	ex := executor(p, cmd)
+	opts.Progress, opts.Fetch = ex.Progress, ex.FetchOptions
+	return opts, nil
 }
 
 func newLaunchCmd() *cobra.Command {
