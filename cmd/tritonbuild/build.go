@@ -20,7 +20,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 	var force []string
 	cmd := &cobra.Command{
 		Use:   "plan [NAME...]",
-		Short: "Show the build order, hashes and what would be built and why (no network)",
+		Short: "Show the build order, hashes and what would be built and why (no network unless build.yaml names a binary cache)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := g.open()
 			if err != nil {
