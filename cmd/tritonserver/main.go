@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
+	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
@@ -110,7 +110,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 		logger.Info("model", "name", e.Name, "version", e.Version, "state", e.State, "reason", e.Reason)
 	}
 
-	var shuttingDown atomic.Bool
+	// One health state for both frontends: ready while not shutting down
+	// and, with --strict-readiness, while every model is ready.
+	hs := health.New(mgr, cfg.strictReadiness)
 	var servers []*http.Server
 	errc := make(chan error, 4)
 	explicit := cfg.modelControlMode == "explicit"
@@ -132,15 +134,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit,
-			Ready:        func() bool { return !shuttingDown.Load() },
-			Live:         func() bool { return true },
+			ModelControl: explicit, Health: hs,
 		})
-		var handler http.Handler = h
-		if !cfg.strictReadiness {
-			handler = relaxedReadiness(h, &shuttingDown)
-		}
-		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, handler); err != nil {
+		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
 		}
 	}
@@ -156,11 +152,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit,
-			Live:         func() bool { return true },
-			Ready: func() bool {
-				return !shuttingDown.Load() && (!cfg.strictReadiness || mgr.Ready())
-			},
+			ModelControl: explicit, Health: hs,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
 		if err != nil {
@@ -193,7 +185,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	}
 	// Stop reporting ready and polling, stop accepting, let in-flight
 	// requests finish, then unload the models (closing their instances).
-	shuttingDown.Store(true)
+	hs.Drain()
 	stopPoll()
 	<-pollDone
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.exitTimeout)
@@ -275,20 +267,4 @@ func pollLoop(ctx context.Context, mgr *repository.Manager, every time.Duration,
 			logger.Warn("repository poll: some models failed to load", "err", err)
 		}
 	}
-}
-
-// relaxedReadiness answers /v2/health/ready from the server's own state only
-// (--strict-readiness=false): models that failed to load do not make the
-// server unready.
-func relaxedReadiness(h http.Handler, shuttingDown *atomic.Bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.HandleFunc("GET /v2/health/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if shuttingDown.Load() {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
-	return mux
 }

@@ -20,11 +20,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
+	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/health"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -38,12 +39,10 @@ type Options struct {
 	ID, Version string
 	// Extensions are the protocol extensions reported by ServerMetadata.
 	Extensions []string
-	// Live, when set, decides ServerLive (default: live).
-	Live func() bool
-	// Ready, when set, decides ServerReady, for example to report not-ready
-	// while shutting down or to relax readiness; the default is Triton's
-	// strict readiness (every model ready).
-	Ready func() bool
+	// Health answers ServerLive and ServerReady, the same state the HTTP
+	// frontend reports; nil means health.New(Manager, true): Triton's
+	// default strict readiness.
+	Health *health.State
 	// ModelControl enables RepositoryModelLoad and RepositoryModelUnload
 	// (explicit model control mode); otherwise they answer UNAVAILABLE.
 	ModelControl bool
@@ -63,7 +62,7 @@ type Server struct {
 	opts   Options
 	mgr    *repository.Manager
 	log    *slog.Logger
-	health *health.Server
+	health *grpchealth.Server // grpc.health.v1
 }
 
 // New builds the service; register it with Register or NewGRPCServer.
@@ -74,7 +73,10 @@ func New(opts Options) *Server {
 	if opts.MaxStreamInFlight <= 0 {
 		opts.MaxStreamInFlight = DefaultMaxStreamInFlight
 	}
-	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: health.NewServer()}
+	if opts.Health == nil {
+		opts.Health = health.New(opts.Manager, true)
+	}
+	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: grpchealth.NewServer()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,15 +120,12 @@ func grpcError(err error) error {
 
 // ServerLive implements the RPC.
 func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
-	return &pb.ServerLiveResponse{Live: s.opts.Live == nil || s.opts.Live()}, nil
+	return &pb.ServerLiveResponse{Live: s.opts.Health.Live()}, nil
 }
 
 // ServerReady implements the RPC.
 func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
-	if s.opts.Ready != nil {
-		return &pb.ServerReadyResponse{Ready: s.opts.Ready()}, nil
-	}
-	return &pb.ServerReadyResponse{Ready: s.mgr.Ready()}, nil
+	return &pb.ServerReadyResponse{Ready: s.opts.Health.Ready()}, nil
 }
 
 // ModelReady implements the RPC: not ready (rather than an error) for

@@ -37,7 +37,13 @@ type env struct {
 func newEnv(t testing.TB, models map[string]string) *env {
 	t.Helper()
 	repo := frontendtest.NewRepo(t, models)
-	srv := New(Options{Manager: repo.Manager, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, ModelControl: true})
+	return serve(t, repo, Options{Manager: repo.Manager, ID: "test-id", Version: "9.9", Extensions: []string{"statistics"}, ModelControl: true})
+}
+
+// serve starts the service with opts over repo until the test ends.
+func serve(t testing.TB, repo *frontendtest.Repo, opts Options) *env {
+	t.Helper()
+	srv := New(opts)
 	g := srv.NewGRPCServer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,6 +92,25 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 	t.Helper()
 	if got := grpcstatus.Code(err); got != code {
 		t.Fatalf("got code %v (%v), want %v", got, err, code)
+	}
+}
+
+// TestReadiness answers the table the HTTP frontend answers too.
+func TestReadiness(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range frontendtest.Readiness() {
+		t.Run(c.Name, func(t *testing.T) {
+			repo, hs := c.Setup(t)
+			e := serve(t, repo, Options{Manager: repo.Manager, Health: hs})
+			live, err := e.client.ServerLive(ctx, &pb.ServerLiveRequest{})
+			if err != nil || live.Live != c.Live {
+				t.Errorf("ServerLive = %v, %v; want %v", live, err, c.Live)
+			}
+			ready, err := e.client.ServerReady(ctx, &pb.ServerReadyRequest{})
+			if err != nil || ready.Ready != c.Ready {
+				t.Errorf("ServerReady = %v, %v; want %v", ready, err, c.Ready)
+			}
+		})
 	}
 }
 

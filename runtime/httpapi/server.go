@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
@@ -45,9 +46,10 @@ type Options struct {
 	// MaxInputSize refuses request bodies larger than this many bytes;
 	// 0 means DefaultMaxInputSize.
 	MaxInputSize int64
-	// Live and Ready, when set, are consulted in addition to the models'
-	// readiness (for example to report not-ready while shutting down).
-	Live, Ready func() bool
+	// Health answers /v2/health/live and /v2/health/ready, the same state
+	// the gRPC frontend reports; nil means health.New(Manager, true):
+	// Triton's default strict readiness.
+	Health *health.State
 	// ModelControl enables the repository load and unload endpoints
 	// (explicit model control mode); otherwise they answer Unavailable.
 	ModelControl bool
@@ -70,6 +72,9 @@ func New(opts Options) *Server {
 	}
 	if opts.ID == "" {
 		opts.ID = "triton"
+	}
+	if opts.Health == nil {
+		opts.Health = health.New(opts.Manager, true)
 	}
 	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger}
 	if s.log == nil {
@@ -131,11 +136,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) live(w http.ResponseWriter, _ *http.Request) {
-	w.WriteHeader(status.HTTPHealth(s.opts.Live == nil || s.opts.Live()))
+	w.WriteHeader(status.HTTPHealth(s.opts.Health.Live()))
 }
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	w.WriteHeader(status.HTTPHealth((s.opts.Ready == nil || s.opts.Ready()) && s.mgr.Ready()))
+	w.WriteHeader(status.HTTPHealth(s.opts.Health.Ready()))
 }
 
 type serverMetadata struct {

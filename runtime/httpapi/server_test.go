@@ -96,6 +96,28 @@ type inferResponse struct {
 	} `json:"outputs"`
 }
 
+// TestReadiness answers the table the gRPC frontend answers too.
+func TestReadiness(t *testing.T) {
+	code := map[bool]int{true: 200, false: 400}
+	for _, c := range frontendtest.Readiness() {
+		t.Run(c.Name, func(t *testing.T) {
+			repo, hs := c.Setup(t)
+			srv := httptest.NewServer(New(Options{Manager: repo.Manager, Health: hs}))
+			defer srv.Close()
+			for path, want := range map[string]int{"/v2/health/live": code[c.Live], "/v2/health/ready": code[c.Ready]} {
+				resp, err := srv.Client().Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+}
+
 func TestHealthAndServerMetadata(t *testing.T) {
 	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	for _, p := range []string{"/v2/health/live", "/v2/health/ready"} {

@@ -11,11 +11,11 @@ import (
 )
 
 // TestFrontendsUseThisMapping holds the package's promise: the frontends
-// choose no protocol status themselves. In their
+// and the server command choose no protocol status themselves. In their
 // non-test sources no WriteHeader gets a literal code other than 200, and
 // nothing calls http.Error or uses the gRPC codes package.
 func TestFrontendsUseThisMapping(t *testing.T) {
-	for _, dir := range []string{"../httpapi", "../grpcapi"} {
+	for _, dir := range []string{"../httpapi", "../grpcapi", "../../cmd/tritonserver"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no Go files in %s (%v)", dir, err)

@@ -2,7 +2,7 @@
 // tests share, so that both are tested against the same models: configs
 // for the fake backend (and the report's simple_linear for the libtorch
 // end-to-end tests), a repository served by the fake backend, and the
-// readiness table both frontends must answer alike.
+// readiness table both frontends must answer alike (Readiness).
 package frontendtest
 
 import (
@@ -16,6 +16,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
@@ -126,4 +127,52 @@ func F32Bytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
+}
+
+// ReadinessCase is one row of the readiness table: a server state and what
+// both frontends must answer for it.
+type ReadinessCase struct {
+	Name     string
+	Models   map[string]string // served as by NewRepo
+	Unload   []string          // models unloaded explicitly after loading
+	Strict   bool              // --strict-readiness
+	Draining bool              // the server is shutting down
+	// Live and Ready are the expected answers: HTTP 200 or 400 on
+	// /v2/health/live and /v2/health/ready, true or false from gRPC
+	// ServerLive and ServerReady.
+	Live, Ready bool
+}
+
+// Readiness is the table both frontends are tested against: Triton's
+// meaning of ready (live and accepting requests, and with strict readiness
+// every model ready; explicitly unloaded models do not count).
+func Readiness() []ReadinessCase {
+	ok := map[string]string{"linear": Linear}
+	failed := map[string]string{"linear": Linear, "broken": Broken}
+	return []ReadinessCase{
+		{Name: "strict, every model ready", Models: ok, Strict: true, Live: true, Ready: true},
+		{Name: "strict, no models", Models: map[string]string{}, Strict: true, Live: true, Ready: true},
+		{Name: "strict, a model failed to load", Models: failed, Strict: true, Live: true, Ready: false},
+		{Name: "relaxed, a model failed to load", Models: failed, Strict: false, Live: true, Ready: true},
+		{Name: "strict, a model unloaded", Models: map[string]string{"linear": Linear, "ident": Ident}, Unload: []string{"ident"}, Strict: true, Live: true, Ready: true},
+		{Name: "strict, draining", Models: ok, Strict: true, Draining: true, Live: true, Ready: false},
+		{Name: "relaxed, draining", Models: failed, Strict: false, Draining: true, Live: true, Ready: false},
+	}
+}
+
+// Setup builds the case's repository and the health state a frontend
+// reports.
+func (c ReadinessCase) Setup(tb testing.TB) (*Repo, *health.State) {
+	tb.Helper()
+	repo := NewRepo(tb, c.Models)
+	for _, name := range c.Unload {
+		if err := repo.Manager.Unload(context.Background(), name); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	hs := health.New(repo.Manager, c.Strict)
+	if c.Draining {
+		hs.Drain()
+	}
+	return repo, hs
 }
