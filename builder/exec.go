@@ -19,10 +19,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 )
 
 // Executor runs a plan's build nodes in dependency order.
@@ -329,7 +329,7 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	tmp := b.src + ".tmp"
 	os.RemoveAll(tmp)
 	s := n.Ver.Source
-	archive, err := e.fetchSource(ctx, n)
+	srcArchive, err := e.fetchSource(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -339,9 +339,9 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 			return fmt.Errorf("%s %s: copying local source %s: %w", n.Name, n.Version, dir, err)
 		}
 	}
-	if archive != "" {
-		e.printf("    extracting %s\n", filepath.Base(archive))
-		if err := extract.Archive(ctx, archive, tmp, extract.Options{StripComponents: s.Strip}); err != nil {
+	if srcArchive != "" {
+		e.printf("    extracting %s\n", filepath.Base(srcArchive))
+		if err := archive.Extract(ctx, srcArchive, tmp, archive.Options{StripComponents: s.Strip}); err != nil {
 			return fmt.Errorf("%s %s: extracting source: %w", n.Name, n.Version, err)
 		}
 	}

@@ -1,9 +1,9 @@
 // Command xzbench compares tritonbuild's archive extraction with the system
 // tools on one .tar.xz file, in the same run: each round extracts the file
-// once with builder/extract and once with `xz -T0 -dc FILE | tar -x`,
+// once with internal/archive and once with `xz -T0 -dc FILE | tar -x`,
 // alternating which goes first, and the medians and their ratio are printed.
 // With -decode-only it compares decoding to /dev/null instead
-// (builder/extract/xzpar against `xz -T0 -dc`). tritonbuild decodes block
+// (internal/archive/xzpar against `xz -T0 -dc`). tritonbuild decodes block
 // bodies with liblzma when built with cgo; -pure-go adds a third contender
 // that uses the pure-Go decoder, to show what the cgo path buys.
 //
@@ -33,8 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract"
-	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar"
+	"github.com/tritonbuild/tritonbuild/internal/archive"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
 )
 
 func main() {
@@ -58,7 +58,7 @@ func main() {
 	}
 }
 
-func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile string) error {
+func run(file, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile string) error {
 	ctx := context.Background()
 	if workdir == "" {
 		d, err := os.MkdirTemp("", "xzbench-")
@@ -68,12 +68,12 @@ func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfil
 		defer os.RemoveAll(d)
 		workdir = d
 	}
-	st, err := os.Stat(archive)
+	st, err := os.Stat(file)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("file %s (%d bytes), GOMAXPROCS %d, %d rounds, mode %s\n",
-		archive, st.Size(), runtime.GOMAXPROCS(0), rounds, map[bool]string{true: "decode", false: "extract"}[decodeOnly])
+		file, st.Size(), runtime.GOMAXPROCS(0), rounds, map[bool]string{true: "decode", false: "extract"}[decodeOnly])
 	// Other work on the machine skews the comparison (the peer runs as
 	// three threads in two processes, ours as GOMAXPROCS threads), so the
 	// load is printed with the figures.
@@ -82,14 +82,14 @@ func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfil
 	ours := func(pure bool) func(dest string) error {
 		return func(dest string) error {
 			if decodeOnly {
-				return decodeOurs(ctx, archive, pure)
+				return decodeOurs(ctx, file, pure)
 			}
-			return extract.Archive(ctx, archive, dest, extract.Options{PureGoXZ: pure})
+			return archive.Extract(ctx, file, dest, archive.Options{PureGoXZ: pure})
 		}
 	}
 	peer := func(dest string) error {
 		if decodeOnly {
-			cmd := exec.Command("xz", "-T0", "-dc", archive)
+			cmd := exec.Command("xz", "-T0", "-dc", file)
 			cmd.Stderr = os.Stderr
 			devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 			if err != nil {
@@ -102,7 +102,7 @@ func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfil
 		if err := os.MkdirAll(dest, 0o755); err != nil {
 			return err
 		}
-		cmd := exec.Command("sh", "-c", `xz -T0 -dc "$1" | tar -x -C "$2"`, "sh", archive, dest)
+		cmd := exec.Command("sh", "-c", `xz -T0 -dc "$1" | tar -x -C "$2"`, "sh", file, dest)
 		cmd.Stderr = os.Stderr
 		return cmd.Run()
 	}
@@ -188,8 +188,8 @@ func run(archive, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfil
 	return nil
 }
 
-func decodeOurs(ctx context.Context, archive string, pureGo bool) error {
-	f, err := os.Open(archive)
+func decodeOurs(ctx context.Context, file string, pureGo bool) error {
+	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}

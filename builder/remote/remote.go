@@ -43,8 +43,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract"
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 )
 
 // Media types of a tree artifact.
@@ -467,7 +467,7 @@ func fetchTree(ctx context.Context, repo name.Repository, d v1.Descriptor, dest 
 	defer rc.Close()
 	sum := sha256.New()
 	hr := &hashingReader{r: rc, h: sum}
-	xerr := extract.ExtractTar(ctx, hr, dest, extract.Options{Name: "layer " + d.Digest.String(), AllowAbsoluteSymlinks: true})
+	xerr := archive.ExtractTar(ctx, hr, dest, archive.Options{Name: "layer " + d.Digest.String(), AllowAbsoluteSymlinks: true})
 	_, derr := io.Copy(io.Discard, hr)
 	got := "sha256:" + hex.EncodeToString(sum.Sum(nil))
 	if got != d.Digest.String() {

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract"
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"golang.org/x/sys/unix"
 )
@@ -144,13 +144,13 @@ func isPackedEnv(path string) bool {
 // unpack extracts archive into <cache>/<sha256> once. The digest keys the
 // cache, so a changed archive lands in a new directory and an unchanged one
 // (even under another name or model) is reused.
-func (r *envResolver) unpack(ctx context.Context, model, archive string, st fs.FileInfo) (*execEnv, error) {
-	digest, err := r.digests.get(archive, st)
+func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.FileInfo) (*execEnv, error) {
+	digest, err := r.digests.get(packed, st)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(r.cacheDir, digest)
-	if env, err := r.ready(archive, dir); err == nil {
+	if env, err := r.ready(packed, dir); err == nil {
 		return env, nil
 	}
 	if err := os.MkdirAll(r.cacheDir, 0o755); err != nil {
@@ -162,30 +162,30 @@ func (r *envResolver) unpack(ctx context.Context, model, archive string, st fs.F
 	}
 	defer unlock()
 	// Whoever held the lock before us may have finished the job.
-	if env, err := r.ready(archive, dir); err == nil {
+	if env, err := r.ready(packed, dir); err == nil {
 		return env, nil
 	}
 	// Anything here without the marker is a leftover of an interrupted run.
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("removing incomplete env %s: %w", dir, err)
 	}
-	r.logf("extracting python env %s (sha256 %s) into %s", archive, digest[:12], dir)
+	r.logf("extracting python env %s (sha256 %s) into %s", packed, digest[:12], dir)
 	start := time.Now()
 	// Absolute symlinks are let through the extractor only to be checked
 	// below against the venv's own record of its base interpreter; every
 	// other escaping link is refused by the extractor itself.
-	if err := extract.Archive(ctx, archive, dir, extract.Options{AllowAbsoluteSymlinks: true}); err != nil {
+	if err := archive.Extract(ctx, packed, dir, archive.Options{AllowAbsoluteSymlinks: true}); err != nil {
 		return nil, err
 	}
 	fail := func(check string, err error) (*execEnv, error) {
 		os.RemoveAll(dir)
-		return nil, &EnvError{Model: model, Path: archive, Check: check, Err: err}
+		return nil, &EnvError{Model: model, Path: packed, Check: check, Err: err}
 	}
 	root, err := envRoot(dir)
 	if err != nil {
 		return fail("extract", err)
 	}
-	if err := checkAbsoluteLinks(archive, dir, root); err != nil {
+	if err := checkAbsoluteLinks(packed, dir, root); err != nil {
 		return fail("extract", err)
 	}
 	interp, err := envInterpreter(root)
@@ -199,12 +199,12 @@ func (r *envResolver) unpack(ctx context.Context, model, archive string, st fs.F
 	if err := os.WriteFile(filepath.Join(dir, readyMarker), []byte(rel+"\n"), 0o644); err != nil {
 		return fail("extract", err)
 	}
-	r.logf("python env %s ready in %s (%s)", archive, root, time.Since(start).Round(time.Millisecond))
-	return &execEnv{Root: root, Interpreter: interp, Source: archive}, nil
+	r.logf("python env %s ready in %s (%s)", packed, root, time.Since(start).Round(time.Millisecond))
+	return &execEnv{Root: root, Interpreter: interp, Source: packed}, nil
 }
 
 // ready returns the env in dir if a completed extraction is there.
-func (r *envResolver) ready(archive, dir string) (*execEnv, error) {
+func (r *envResolver) ready(packed, dir string) (*execEnv, error) {
 	rel, err := os.ReadFile(filepath.Join(dir, readyMarker))
 	if err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func (r *envResolver) ready(archive, dir string) (*execEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &execEnv{Root: root, Interpreter: interp, Source: archive}, nil
+	return &execEnv{Root: root, Interpreter: interp, Source: packed}, nil
 }
 
 // envRoot finds the env's prefix in dir: dir itself when it has bin/ (a
@@ -266,7 +266,7 @@ var interpreterName = regexp.MustCompile(`^python[0-9.]*$`)
 // `python -m venv --system-site-packages` builds venvs). Any other
 // absolute symlink, or one in an env without pyvenv.cfg (conda-pack envs
 // are self-contained), makes the archive unsafe.
-func checkAbsoluteLinks(archive, dir, root string) error {
+func checkAbsoluteLinks(packed, dir, root string) error {
 	home := venvHome(root)
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -292,7 +292,7 @@ func checkAbsoluteLinks(archive, dir, root string) error {
 		if home == "" {
 			reason = "the env has no pyvenv.cfg, so no link may point outside it"
 		}
-		return &extract.UnsafeEntryError{Archive: archive, Entry: entry,
+		return &archive.UnsafeEntryError{Archive: packed, Entry: entry,
 			Reason: fmt.Sprintf("symlink to %q leaves the env: %s", target, reason)}
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract"
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 )
 
 type tarEntry struct {
@@ -106,8 +106,8 @@ func TestPackedVenvExtractedOnceAndOnChange(t *testing.T) {
 	requirePython(t)
 	b, logs := newTestBackend(t, Options{})
 	spec := probeSpec(t, 8)
-	archive := filepath.Join(spec.ModelDir, "venv.tar.gz")
-	writeTarGz(t, archive, venvEntries()...)
+	packed := filepath.Join(spec.ModelDir, "venv.tar.gz")
+	writeTarGz(t, packed, venvEntries()...)
 	spec.Parameters[EnvPathParameter] = "$$TRITON_MODEL_DIRECTORY/venv.tar.gz"
 
 	// Two instances loading at once extract once (the lock), a third later
@@ -149,13 +149,13 @@ func TestPackedVenvExtractedOnceAndOnChange(t *testing.T) {
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{1}, 0)
 
 	// A changed archive is a new digest: extracted again, elsewhere.
-	writeTarGz(t, archive, venvEntries(tarEntry{name: "venv/NEW", body: "x"})...)
+	writeTarGz(t, packed, venvEntries(tarEntry{name: "venv/NEW", body: "x"})...)
 	inst := load(t, b, spec, 3)
 	if n := strings.Count(logs.String(), "extracting python env"); n != 2 {
 		t.Errorf("extractions after the change: %d, want 2", n)
 	}
 	if inst.env.Root == first {
-		t.Errorf("changed archive reused the old extraction %s", first)
+		t.Errorf("changed packed reused the old extraction %s", first)
 	}
 	if _, err := os.Stat(filepath.Join(inst.env.Root, "NEW")); err != nil {
 		t.Errorf("new extraction lacks the new file: %v", err)
@@ -165,13 +165,13 @@ func TestPackedVenvExtractedOnceAndOnChange(t *testing.T) {
 func TestTarballWithDotDotRefused(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
 	dir := t.TempDir()
-	archive := filepath.Join(dir, "evil.tar.gz")
-	writeTarGz(t, archive, venvEntries(tarEntry{name: "venv/../../escaped.txt", body: "pwned"})...)
-	err := loadErr(t, b, map[string]string{EnvPathParameter: archive}, nil)
-	wantEnvError(t, err, "extract", archive, "venv/../../escaped.txt")
-	var ue *extract.UnsafeEntryError
+	packed := filepath.Join(dir, "evil.tar.gz")
+	writeTarGz(t, packed, venvEntries(tarEntry{name: "venv/../../escaped.txt", body: "pwned"})...)
+	err := loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil)
+	wantEnvError(t, err, "extract", packed, "venv/../../escaped.txt")
+	var ue *archive.UnsafeEntryError
 	if !errors.As(err, &ue) || ue.Entry != "venv/../../escaped.txt" {
-		t.Errorf("want an *extract.UnsafeEntryError naming the entry, got %v", err)
+		t.Errorf("want an *archive.UnsafeEntryError naming the entry, got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "escaped.txt")); err == nil {
 		t.Errorf("the entry was written")
@@ -180,18 +180,18 @@ func TestTarballWithDotDotRefused(t *testing.T) {
 
 func TestAbsoluteSymlinkOtherThanInterpreterRefused(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
-	archive := filepath.Join(t.TempDir(), "env.tar.gz")
-	writeTarGz(t, archive, venvEntries(tarEntry{name: "venv/lib/etc", symlink: true, link: "/etc"})...)
-	err := loadErr(t, b, map[string]string{EnvPathParameter: archive}, nil)
+	packed := filepath.Join(t.TempDir(), "env.tar.gz")
+	writeTarGz(t, packed, venvEntries(tarEntry{name: "venv/lib/etc", symlink: true, link: "/etc"})...)
+	err := loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil)
 	wantEnvError(t, err, "extract", `"venv/lib/etc"`, `symlink to "/etc" leaves the env`)
-	var ue *extract.UnsafeEntryError
+	var ue *archive.UnsafeEntryError
 	if !errors.As(err, &ue) {
-		t.Errorf("want an *extract.UnsafeEntryError, got %v", err)
+		t.Errorf("want an *archive.UnsafeEntryError, got %v", err)
 	}
 	// An interpreter link that does not match pyvenv.cfg's home is refused too.
-	writeTarGz(t, archive, tarEntry{name: "venv/pyvenv.cfg", body: "home = /opt/py/bin\n"},
+	writeTarGz(t, packed, tarEntry{name: "venv/pyvenv.cfg", body: "home = /opt/py/bin\n"},
 		tarEntry{name: "venv/bin/python3", symlink: true, link: systemPython})
-	err = loadErr(t, b, map[string]string{EnvPathParameter: archive}, nil)
+	err = loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil)
 	wantEnvError(t, err, "extract", `"venv/bin/python3"`)
 	// The failed extractions left nothing behind in the cache.
 	left, _ := filepath.Glob(filepath.Join(b.envs.cacheDir, "*", "venv"))
@@ -202,12 +202,12 @@ func TestAbsoluteSymlinkOtherThanInterpreterRefused(t *testing.T) {
 
 func TestBrokenArchive(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
-	archive := filepath.Join(t.TempDir(), "venv.tar.gz")
-	writeFile(t, archive, "this is not gzip")
-	wantEnvError(t, loadErr(t, b, map[string]string{EnvPathParameter: archive}, nil), "extract", archive)
+	packed := filepath.Join(t.TempDir(), "venv.tar.gz")
+	writeFile(t, packed, "this is not gzip")
+	wantEnvError(t, loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil), "extract", packed)
 	// Valid archive, but no interpreter in it.
-	writeTarGz(t, archive, tarEntry{name: "venv/bin/pip", body: "#!/bin/sh\n", mode: 0o755})
-	wantEnvError(t, loadErr(t, b, map[string]string{EnvPathParameter: archive}, nil), "interpreter", "no bin/python3 or bin/python")
+	writeTarGz(t, packed, tarEntry{name: "venv/bin/pip", body: "#!/bin/sh\n", mode: 0o755})
+	wantEnvError(t, loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil), "interpreter", "no bin/python3 or bin/python")
 }
 
 func TestEnvPathErrors(t *testing.T) {
@@ -266,15 +266,15 @@ func TestInterpreterWithoutNumPy(t *testing.T) {
 func TestCondaPackEnv(t *testing.T) {
 	requirePython(t)
 	b, logs := newTestBackend(t, Options{})
-	archive := filepath.Join(t.TempDir(), "conda.tar.gz")
+	packed := filepath.Join(t.TempDir(), "conda.tar.gz")
 	unpack := "import os, sys\nroot = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n" +
 		"with open(os.path.join(root, 'unpacked'), 'a') as f:\n    f.write(root + '\\n')\n"
-	writeTarGz(t, archive,
+	writeTarGz(t, packed,
 		tarEntry{name: "bin/python3", body: "#!/bin/sh\nexec " + systemPython + " \"$@\"\n", mode: 0o755},
 		tarEntry{name: "bin/conda-unpack", body: unpack, mode: 0o755},
 		tarEntry{name: "conda-meta/history", body: ""})
 	spec := probeSpec(t, 8)
-	spec.Parameters[EnvPathParameter] = archive
+	spec.Parameters[EnvPathParameter] = packed
 	inst := load(t, b, spec, 0)
 	load(t, b, spec, 1)
 	data, err := os.ReadFile(filepath.Join(inst.env.Root, "unpacked"))

@@ -1,4 +1,4 @@
-package extract
+package archive
 
 import (
 	"archive/tar"
@@ -243,7 +243,7 @@ func TestRoundTripFormats(t *testing.T) {
 				last, total = done, tot
 				calls++
 			}}
-			if err := Archive(context.Background(), archive, dest, opts); err != nil {
+			if err := Extract(context.Background(), archive, dest, opts); err != nil {
 				t.Fatalf("Archive: %v", err)
 			}
 			checkSampleTree(t, dest, f.hardlinks)
@@ -261,7 +261,7 @@ func TestStripComponents(t *testing.T) {
 	dir := t.TempDir()
 	archive := writeFile(t, dir, "a.tar", tarBytes(t, sampleTree()))
 	dest0 := filepath.Join(dir, "s0")
-	if err := Archive(context.Background(), archive, dest0, Options{}); err != nil {
+	if err := Extract(context.Background(), archive, dest0, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	checkSampleTree(t, filepath.Join(dest0, "proj-1.0"), true)
@@ -277,7 +277,7 @@ func TestStripComponents(t *testing.T) {
 	}
 	archive2 := writeFile(t, dir, "b.tar", tarBytes(t, entries))
 	dest2 := filepath.Join(dir, "s2")
-	if err := Archive(context.Background(), archive2, dest2, Options{StripComponents: 2}); err != nil {
+	if err := Extract(context.Background(), archive2, dest2, Options{StripComponents: 2}); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{}
@@ -326,7 +326,7 @@ func TestUnsafeEntriesRefused(t *testing.T) {
 			dir := t.TempDir()
 			archive := writeFile(t, dir, "evil.tar", tarBytes(t, c.entries))
 			dest := filepath.Join(dir, "dest")
-			err := Archive(context.Background(), archive, dest, Options{StripComponents: c.strip})
+			err := Extract(context.Background(), archive, dest, Options{StripComponents: c.strip})
 			var ue *UnsafeEntryError
 			if !errors.As(err, &ue) {
 				t.Fatalf("got %v, want *UnsafeEntryError", err)
@@ -350,7 +350,7 @@ func TestAllowAbsoluteSymlinks(t *testing.T) {
 		{name: "venv/bin/python", typ: tar.TypeSymlink, linkname: "python3"},
 	})))
 	dest := filepath.Join(dir, "venv")
-	if err := Archive(context.Background(), archive, dest, Options{StripComponents: 1, AllowAbsoluteSymlinks: true}); err != nil {
+	if err := Extract(context.Background(), archive, dest, Options{StripComponents: 1, AllowAbsoluteSymlinks: true}); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(dest, "bin/python3")); err != nil || target != "/usr/bin/python3" {
@@ -361,7 +361,7 @@ func TestAllowAbsoluteSymlinks(t *testing.T) {
 		{name: "l", typ: tar.TypeSymlink, linkname: "/tmp"},
 		{name: "l/evil", typ: tar.TypeReg, body: "x"},
 	}))
-	err := Archive(context.Background(), archive2, filepath.Join(dir, "d2"), Options{AllowAbsoluteSymlinks: true})
+	err := Extract(context.Background(), archive2, filepath.Join(dir, "d2"), Options{AllowAbsoluteSymlinks: true})
 	var ue *UnsafeEntryError
 	if !errors.As(err, &ue) || ue.Entry != "l/evil" {
 		t.Fatalf("got %v, want l/evil refused", err)
@@ -378,7 +378,7 @@ func TestZipUnsafe(t *testing.T) {
 		dir := t.TempDir()
 		archive := writeFile(t, dir, "evil.zip", zipBytes(t, entries))
 		dest := filepath.Join(dir, "dest")
-		err := Archive(context.Background(), archive, dest, Options{})
+		err := Extract(context.Background(), archive, dest, Options{})
 		var ue *UnsafeEntryError
 		if !errors.As(err, &ue) || ue.Entry != bad {
 			t.Fatalf("%s: got %v, want *UnsafeEntryError for it", bad, err)
@@ -399,7 +399,7 @@ func TestLaterEntryReplacesEarlier(t *testing.T) {
 		{name: "hls", typ: tar.TypeLink, linkname: "ls"}, // hard link to a symlink
 	}))
 	dest := filepath.Join(dir, "d")
-	if err := Archive(context.Background(), archive, dest, Options{}); err != nil {
+	if err := Extract(context.Background(), archive, dest, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(dest, "hls")); err != nil || target != "f" {
@@ -419,7 +419,7 @@ func TestDestination(t *testing.T) {
 	full := filepath.Join(dir, "full")
 	os.MkdirAll(full, 0o755)
 	writeFile(t, full, "keep", []byte("x"))
-	if err := Archive(context.Background(), archive, full, Options{}); !errors.Is(err, ErrDestNotEmpty) {
+	if err := Extract(context.Background(), archive, full, Options{}); !errors.Is(err, ErrDestNotEmpty) {
 		t.Fatalf("non-empty destination: %v, want ErrDestNotEmpty", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(full, "keep")); string(got) != "x" {
@@ -427,7 +427,7 @@ func TestDestination(t *testing.T) {
 	}
 	empty := filepath.Join(dir, "empty")
 	os.MkdirAll(empty, 0o755)
-	if err := Archive(context.Background(), archive, empty, Options{StripComponents: 1}); err != nil {
+	if err := Extract(context.Background(), archive, empty, Options{StripComponents: 1}); err != nil {
 		t.Fatalf("empty destination: %v", err)
 	}
 	checkSampleTree(t, empty, true)
@@ -452,7 +452,7 @@ func TestCorruptCompressedDataLeavesNothing(t *testing.T) {
 			dir := t.TempDir()
 			archive := writeFile(t, dir, name, data)
 			dest := filepath.Join(dir, "dest")
-			err := Archive(context.Background(), archive, dest, Options{})
+			err := Extract(context.Background(), archive, dest, Options{})
 			if err == nil {
 				t.Fatal("corrupt archive extracted without error")
 			}
@@ -494,7 +494,7 @@ func TestExtractZipFromReaderAt(t *testing.T) {
 func TestUnknownFormat(t *testing.T) {
 	dir := t.TempDir()
 	archive := writeFile(t, dir, "a.rar", []byte("Rar!\x1a\x07\x00 not supported here"))
-	err := Archive(context.Background(), archive, filepath.Join(dir, "d"), Options{})
+	err := Extract(context.Background(), archive, filepath.Join(dir, "d"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "unrecognised archive format") || !strings.Contains(err.Error(), archive) {
 		t.Fatalf("got %v", err)
 	}
@@ -509,7 +509,7 @@ func TestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	dest := filepath.Join(dir, "d")
-	if err := Archive(ctx, archive, dest, Options{}); !errors.Is(err, context.Canceled) {
+	if err := Extract(ctx, archive, dest, Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	noLeftovers(t, dest)
@@ -557,7 +557,7 @@ func TestMatchesSystemTar(t *testing.T) {
 		t.Fatalf("tar -x: %v: %s", err, out)
 	}
 	ours := filepath.Join(dir, "ours")
-	if err := Archive(context.Background(), archive, ours, Options{StripComponents: 1}); err != nil {
+	if err := Extract(context.Background(), archive, ours, Options{StripComponents: 1}); err != nil {
 		t.Fatal(err)
 	}
 	listing := func(root string) map[string]string {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar/liblzma"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar/liblzma"
 )
 
 // decoders returns the block decoders this build has, by name.

@@ -12,7 +12,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar/liblzma"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar/liblzma"
 	"github.com/ulikunitz/xz/lzma"
 )
 

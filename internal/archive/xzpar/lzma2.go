@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar/liblzma"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar/liblzma"
 	"github.com/ulikunitz/xz/lzma"
 )
 

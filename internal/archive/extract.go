@@ -1,4 +1,4 @@
-// Package extract unpacks source and package archives (tar, tar.gz, tar.xz,
+// Package archive unpacks source and package archives (tar, tar.gz, tar.xz,
 // tar.bz2, zip) into a directory, safely and atomically.
 //
 // Safety: entries that would land outside the destination (absolute paths,
@@ -17,7 +17,7 @@
 // Speed: .tar.xz files are decoded block-parallel (package xzpar) when their
 // index allows it, and file contents are written with large buffers while the
 // decoders run ahead.
-package extract
+package archive
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tritonbuild/tritonbuild/builder/extract/xzpar"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
 	"github.com/ulikunitz/xz"
 )
 
@@ -88,7 +88,7 @@ type Options struct {
 	// liblzma is linked in (benchmarks compare the two).
 	PureGoXZ bool
 	// Name is used for the archive in error messages when extracting from
-	// a reader (Archive uses the path). Empty means "<stream>".
+	// a reader (Extract uses the path). Empty means "<stream>".
 	Name string
 }
 
@@ -153,10 +153,10 @@ func DetectFormat(head []byte, name string) (Format, error) {
 	return FormatUnknown, fmt.Errorf("%s: unrecognised archive format (magic bytes % x)", name, head[:min(len(head), 8)])
 }
 
-// Archive extracts the archive file at archivePath into destDir, which must
+// Extract extracts the archive file at archivePath into destDir, which must
 // not exist or be an empty directory. The format is detected from the file's
 // first bytes.
-func Archive(ctx context.Context, archivePath, destDir string, opts Options) error {
+func Extract(ctx context.Context, archivePath, destDir string, opts Options) error {
 	f, err := os.Open(archivePath)
 	if err != nil {
 		return fmt.Errorf("extracting: %w", err)
@@ -221,7 +221,7 @@ func ExtractTar(ctx context.Context, r io.Reader, destDir string, opts Options) 
 		return fmt.Errorf("extracting: %w", err)
 	}
 	if format == FormatZip {
-		return fmt.Errorf("extracting %s: zip archives need random access, use Archive or ExtractZip", opts.Name)
+		return fmt.Errorf("extracting %s: zip archives need random access, use Extract or ExtractZip", opts.Name)
 	}
 	return atomically(destDir, opts.Name, func(root string) error {
 		return extractStream(ctx, br, -1, format, root, opts)
