@@ -23,6 +23,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/internal/archive"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
 )
 
 // Executor runs a plan's build nodes in dependency order.
@@ -341,7 +342,10 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	}
 	if srcArchive != "" {
 		e.printf("    extracting %s\n", filepath.Base(srcArchive))
-		if err := archive.Extract(ctx, srcArchive, tmp, archive.Options{StripComponents: s.Strip}); err != nil {
+		// Source tarballs are often .tar.xz: the builder links the
+		// parallel xz decoder, which the archive package leaves out.
+		xz := archive.Decoders{archive.FormatTarXz: xzpar.Decompressor(xzpar.Options{})}
+		if err := archive.Extract(ctx, srcArchive, tmp, archive.Options{StripComponents: s.Strip, Decoders: xz}); err != nil {
 			return fmt.Errorf("%s %s: extracting source: %w", n.Name, n.Version, err)
 		}
 	}

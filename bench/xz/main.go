@@ -84,7 +84,7 @@ func run(file, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile s
 			if decodeOnly {
 				return decodeOurs(ctx, file, pure)
 			}
-			return archive.Extract(ctx, file, dest, archive.Options{PureGoXZ: pure})
+			return archive.Extract(ctx, file, dest, archive.Options{Decoders: archive.Decoders{archive.FormatTarXz: xzpar.Decompressor(xzpar.Options{PureGo: pure})}})
 		}
 	}
 	peer := func(dest string) error {

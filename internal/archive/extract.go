@@ -1,5 +1,6 @@
-// Package archive unpacks source and package archives (tar, tar.gz, tar.xz,
-// tar.bz2, zip) into a directory, safely and atomically.
+// Package archive unpacks source and package archives (tar, tar.gz, tar.bz2,
+// tar.xz, zip) into a directory, safely and atomically, and writes
+// deterministic tar streams of file trees (WriteTar).
 //
 // Safety: entries that would land outside the destination (absolute paths,
 // ".." components, links whose targets leave the tree, paths that pass
@@ -14,9 +15,19 @@
 // written; on any error the temporary directory is removed, so the
 // destination is either complete or absent.
 //
-// Speed: .tar.xz files are decoded block-parallel (package xzpar) when their
-// index allows it, and file contents are written with large buffers while the
-// decoders run ahead.
+// Decompressors: gzip and bzip2 come from the standard library. Every other
+// compression (xz) is decoded only by a Decompressor the caller passes in
+// Options.Decoders, the way archive/zip's Reader.RegisterDecompressor adds
+// methods to one reader. A program that never extracts .tar.xz (the server,
+// which reads packed python envs) therefore links no xz code at all, and
+// one that does (tritonbuild, through internal/archive/xzpar) chooses its
+// decoder and its tuning (workers, liblzma or pure Go) in one place. The set
+// is a plain value rather than a package-level registry so that nothing
+// depends on which packages happened to be imported or initialised first.
+//
+// Speed: file contents are written with large buffers through raw
+// descriptors while the decompressor runs ahead; a Decompressor given
+// random access (Compressed.File) may decode in parallel.
 package archive
 
 import (
@@ -31,9 +42,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
-	"github.com/ulikunitz/xz"
 )
 
 // Format is an archive format this package reads.
@@ -82,14 +90,49 @@ type Options struct {
 	// (-1 when unknown, as for a plain io.Reader). Calls come from the
 	// extracting goroutine, at most every 256 KiB and once at the end.
 	Progress func(done, total int64)
-	// Workers bounds parallel xz decoding; 0 means GOMAXPROCS.
-	Workers int
-	// PureGoXZ decodes .xz blocks with the pure-Go decoder even when
-	// liblzma is linked in (benchmarks compare the two).
-	PureGoXZ bool
+	// Decoders supplies the decompressors for formats without a built-in
+	// one (FormatTarXz); an entry for FormatTarGz or FormatTarBz2 replaces
+	// the standard library's. A format with neither fails with a
+	// *NoDecoderError.
+	Decoders Decoders
 	// Name is used for the archive in error messages when extracting from
 	// a reader (Extract uses the path). Empty means "<stream>".
 	Name string
+}
+
+// Decompressor decodes the compressed content of an archive into the tar
+// stream inside it. Close releases what it holds (goroutines, C memory).
+type Decompressor func(ctx context.Context, in Compressed) (io.ReadCloser, error)
+
+// Compressed is what a Decompressor reads.
+type Compressed struct {
+	// Reader yields the compressed bytes from the start; the bytes read
+	// through it count for Options.Progress.
+	Reader io.Reader
+	// File gives random access to the same bytes when the archive is a
+	// file (nil for a stream), for decoders that split the work, such as
+	// a parallel xz decoder reading the stream index first; Size is then
+	// the file's size (-1 for a stream). A decoder that reads File instead
+	// of Reader reports the compressed bytes behind the data returned so
+	// far through Progress (never nil), from the goroutine that calls Read.
+	File     io.ReaderAt
+	Size     int64
+	Progress func(done int64)
+}
+
+// Decoders maps compressed tar formats to the Decompressor that decodes
+// them. The zero value holds none: gzip and bzip2 still work, xz does not.
+type Decoders map[Format]Decompressor
+
+// NoDecoderError reports a compressed archive for which no Decompressor
+// was passed.
+type NoDecoderError struct {
+	Archive string
+	Format  Format
+}
+
+func (e *NoDecoderError) Error() string {
+	return fmt.Sprintf("archive %s: %s archives cannot be read by this program (no %s decoder is linked in)", e.Archive, e.Format, strings.TrimPrefix(e.Format.String(), "tar."))
 }
 
 // UnsafeEntryError reports an archive entry that was refused.
@@ -178,27 +221,10 @@ func Extract(ctx context.Context, archivePath, destDir string, opts Options) err
 	opts.Name = archivePath
 	size := st.Size()
 	return atomically(destDir, archivePath, func(root string) error {
-		switch format {
-		case FormatZip:
+		if format == FormatZip {
 			return extractZip(ctx, f, size, root, opts)
-		case FormatTarXz:
-			dec, err := xzpar.NewDecoder(ctx, f, size, xzpar.Options{
-				Workers:  opts.Workers,
-				Progress: progressFunc(opts.Progress, size),
-				PureGo:   opts.PureGoXZ,
-			})
-			if err != nil {
-				return fmt.Errorf("extracting %s: %w", archivePath, err)
-			}
-			defer dec.Close()
-			err = extractTar(ctx, dec, root, opts)
-			if opts.Progress != nil && err == nil {
-				opts.Progress(size, size)
-			}
-			return err
-		default:
-			return extractStream(ctx, io.NewSectionReader(f, 0, size), size, format, root, opts)
 		}
+		return extractStream(ctx, io.NewSectionReader(f, 0, size), f, size, format, root, opts)
 	})
 }
 
@@ -224,7 +250,7 @@ func ExtractTar(ctx context.Context, r io.Reader, destDir string, opts Options) 
 		return fmt.Errorf("extracting %s: zip archives need random access, use Extract or ExtractZip", opts.Name)
 	}
 	return atomically(destDir, opts.Name, func(root string) error {
-		return extractStream(ctx, br, -1, format, root, opts)
+		return extractStream(ctx, br, nil, -1, format, root, opts)
 	})
 }
 
@@ -239,40 +265,67 @@ func ExtractZip(ctx context.Context, r io.ReaderAt, size int64, destDir string, 
 	})
 }
 
-// extractStream decompresses r sequentially according to format and
-// extracts the tar inside.
-func extractStream(ctx context.Context, r io.Reader, size int64, format Format, root string, opts Options) error {
+// extractStream decompresses r (also readable at random through file, when
+// not nil) according to format and extracts the tar inside.
+func extractStream(ctx context.Context, r io.Reader, file io.ReaderAt, size int64, format Format, root string, opts Options) error {
 	cr := &progressReader{r: r, total: size, fn: opts.Progress}
 	// Decompressors read small pieces; a large buffer keeps the
 	// syscalls and progress calls few.
 	src := bufio.NewReaderSize(cr, 1<<20)
-	var tr io.Reader
-	switch format {
-	case FormatTar:
-		tr = src
-	case FormatTarGz:
-		zr, err := gzip.NewReader(src)
+	var tr io.Reader = src
+	if format != FormatTar {
+		dec, err := decompressor(format, opts.Decoders)
 		if err != nil {
-			return fmt.Errorf("extracting %s: gzip: %w", opts.Name, err)
+			return &NoDecoderError{Archive: opts.Name, Format: format}
+		}
+		in := Compressed{Reader: src, File: file, Size: size, Progress: progressFunc(opts.Progress, size)}
+		if file == nil {
+			in.Size = -1
+		}
+		zr, err := dec(ctx, in)
+		if err != nil {
+			return fmt.Errorf("extracting %s: %s: %w", opts.Name, format, err)
 		}
 		defer zr.Close()
 		tr = zr
-	case FormatTarBz2:
-		tr = bzip2.NewReader(src)
-	case FormatTarXz:
-		xr, err := xz.NewReader(src)
-		if err != nil {
-			return fmt.Errorf("extracting %s: xz: %w", opts.Name, err)
-		}
-		tr = xr
-	default:
-		return fmt.Errorf("extracting %s: format %v is not a tar stream", opts.Name, format)
 	}
 	if err := extractTar(ctx, tr, root, opts); err != nil {
 		return err
 	}
-	cr.finish()
+	if cr.n > 0 {
+		cr.finish()
+	} else if opts.Progress != nil {
+		// The decoder read the file at random, not through cr.
+		opts.Progress(size, size)
+	}
 	return nil
+}
+
+// decompressor picks the decoder for a compressed tar format: the caller's,
+// else the standard library's.
+func decompressor(format Format, decoders Decoders) (Decompressor, error) {
+	if d := decoders[format]; d != nil {
+		return d, nil
+	}
+	switch format {
+	case FormatTarGz:
+		return gunzip, nil
+	case FormatTarBz2:
+		return bunzip2, nil
+	}
+	return nil, errors.New("no decoder")
+}
+
+func gunzip(_ context.Context, in Compressed) (io.ReadCloser, error) {
+	zr, err := gzip.NewReader(in.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	return zr, nil
+}
+
+func bunzip2(_ context.Context, in Compressed) (io.ReadCloser, error) {
+	return io.NopCloser(bzip2.NewReader(in.Reader)), nil
 }
 
 // atomically runs fill on a fresh temporary directory next to destDir and

@@ -1,4 +1,4 @@
-package archive
+package archive_test
 
 import (
 	"archive/tar"
@@ -18,7 +18,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/internal/archive"
+	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
 )
+
+// xzDecoders is what tritonbuild passes: the parallel decoder for .tar.xz.
+var xzDecoders = archive.Decoders{archive.FormatTarXz: xzpar.Decompressor(xzpar.Options{})}
 
 // entry describes one archive member for the fixture builders.
 type entry struct {
@@ -213,37 +219,37 @@ func TestRoundTripFormats(t *testing.T) {
 	formats := []struct {
 		name      string
 		file      func(t *testing.T) []byte
-		want      Format
+		want      archive.Format
 		hardlinks bool
 	}{
-		{"a.tar", func(t *testing.T) []byte { return tarData }, FormatTar, true},
-		{"a.tar.gz", func(t *testing.T) []byte { return gzipBytes(t, tarData) }, FormatTarGz, true},
-		{"a.tar.xz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c", "--block-size=64KiB", "-T1") }, FormatTarXz, true},
-		{"single.tar.xz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c") }, FormatTarXz, true},
-		{"a.tar.bz2", func(t *testing.T) []byte { return compress(t, tarData, "bzip2", "-c") }, FormatTarBz2, true},
-		{"a.zip", func(t *testing.T) []byte { return zipBytes(t, sampleTree()) }, FormatZip, false},
+		{"a.tar", func(t *testing.T) []byte { return tarData }, archive.FormatTar, true},
+		{"a.tar.gz", func(t *testing.T) []byte { return gzipBytes(t, tarData) }, archive.FormatTarGz, true},
+		{"a.tar.xz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c", "--block-size=64KiB", "-T1") }, archive.FormatTarXz, true},
+		{"single.tar.xz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c") }, archive.FormatTarXz, true},
+		{"a.tar.bz2", func(t *testing.T) []byte { return compress(t, tarData, "bzip2", "-c") }, archive.FormatTarBz2, true},
+		{"a.zip", func(t *testing.T) []byte { return zipBytes(t, sampleTree()) }, archive.FormatZip, false},
 		// The name is only a hint: content wins.
-		{"misnamed.tar.gz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c", "--block-size=64KiB") }, FormatTarXz, true},
+		{"misnamed.tar.gz", func(t *testing.T) []byte { return compress(t, tarData, "xz", "-c", "--block-size=64KiB") }, archive.FormatTarXz, true},
 	}
 	for _, f := range formats {
 		t.Run(f.name, func(t *testing.T) {
 			dir := t.TempDir()
 			data := f.file(t)
-			if got, err := DetectFormat(data[:min(len(data), 512)], f.name); err != nil || got != f.want {
-				t.Fatalf("DetectFormat = %v, %v; want %v", got, err, f.want)
+			if got, err := archive.DetectFormat(data[:min(len(data), 512)], f.name); err != nil || got != f.want {
+				t.Fatalf("archive.DetectFormat = %v, %v; want %v", got, err, f.want)
 			}
-			archive := writeFile(t, dir, f.name, data)
+			arc := writeFile(t, dir, f.name, data)
 			dest := filepath.Join(dir, "out", "tree")
 			var last, total int64
 			calls := 0
-			opts := Options{StripComponents: 1, Progress: func(done, tot int64) {
+			opts := archive.Options{Decoders: xzDecoders, StripComponents: 1, Progress: func(done, tot int64) {
 				if done < last {
 					t.Errorf("progress went back from %d to %d", last, done)
 				}
 				last, total = done, tot
 				calls++
 			}}
-			if err := Extract(context.Background(), archive, dest, opts); err != nil {
+			if err := archive.Extract(context.Background(), arc, dest, opts); err != nil {
 				t.Fatalf("Archive: %v", err)
 			}
 			checkSampleTree(t, dest, f.hardlinks)
@@ -259,9 +265,9 @@ func TestRoundTripFormats(t *testing.T) {
 
 func TestStripComponents(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "a.tar", tarBytes(t, sampleTree()))
+	arc := writeFile(t, dir, "a.tar", tarBytes(t, sampleTree()))
 	dest0 := filepath.Join(dir, "s0")
-	if err := Extract(context.Background(), archive, dest0, Options{}); err != nil {
+	if err := archive.Extract(context.Background(), arc, dest0, archive.Options{Decoders: xzDecoders}); err != nil {
 		t.Fatal(err)
 	}
 	checkSampleTree(t, filepath.Join(dest0, "proj-1.0"), true)
@@ -275,9 +281,9 @@ func TestStripComponents(t *testing.T) {
 			entries = append(entries, e)
 		}
 	}
-	archive2 := writeFile(t, dir, "b.tar", tarBytes(t, entries))
+	arc2 := writeFile(t, dir, "b.tar", tarBytes(t, entries))
 	dest2 := filepath.Join(dir, "s2")
-	if err := Extract(context.Background(), archive2, dest2, Options{StripComponents: 2}); err != nil {
+	if err := archive.Extract(context.Background(), arc2, dest2, archive.Options{Decoders: xzDecoders, StripComponents: 2}); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{}
@@ -324,15 +330,15 @@ func TestUnsafeEntriesRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			archive := writeFile(t, dir, "evil.tar", tarBytes(t, c.entries))
+			arc := writeFile(t, dir, "evil.tar", tarBytes(t, c.entries))
 			dest := filepath.Join(dir, "dest")
-			err := Extract(context.Background(), archive, dest, Options{StripComponents: c.strip})
-			var ue *UnsafeEntryError
+			err := archive.Extract(context.Background(), arc, dest, archive.Options{Decoders: xzDecoders, StripComponents: c.strip})
+			var ue *archive.UnsafeEntryError
 			if !errors.As(err, &ue) {
-				t.Fatalf("got %v, want *UnsafeEntryError", err)
+				t.Fatalf("got %v, want *archive.UnsafeEntryError", err)
 			}
-			if ue.Entry != c.bad || ue.Archive != archive || !strings.Contains(ue.Reason, c.reason) {
-				t.Fatalf("error %q: entry %q archive %q; want entry %q, archive %q, reason containing %q", err, ue.Entry, ue.Archive, c.bad, archive, c.reason)
+			if ue.Entry != c.bad || ue.Archive != arc || !strings.Contains(ue.Reason, c.reason) {
+				t.Fatalf("error %q: entry %q archive %q; want entry %q, archive %q, reason containing %q", err, ue.Entry, ue.Archive, c.bad, arc, c.reason)
 			}
 			noLeftovers(t, dest)
 			if _, err := os.Lstat(filepath.Join(dir, "evil")); err == nil {
@@ -344,25 +350,25 @@ func TestUnsafeEntriesRefused(t *testing.T) {
 
 func TestAllowAbsoluteSymlinks(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "venv.tar.gz", gzipBytes(t, tarBytes(t, []entry{
+	arc := writeFile(t, dir, "venv.tar.gz", gzipBytes(t, tarBytes(t, []entry{
 		{name: "venv/bin/", typ: tar.TypeDir, mode: 0o755},
 		{name: "venv/bin/python3", typ: tar.TypeSymlink, linkname: "/usr/bin/python3"},
 		{name: "venv/bin/python", typ: tar.TypeSymlink, linkname: "python3"},
 	})))
 	dest := filepath.Join(dir, "venv")
-	if err := Extract(context.Background(), archive, dest, Options{StripComponents: 1, AllowAbsoluteSymlinks: true}); err != nil {
+	if err := archive.Extract(context.Background(), arc, dest, archive.Options{Decoders: xzDecoders, StripComponents: 1, AllowAbsoluteSymlinks: true}); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(dest, "bin/python3")); err != nil || target != "/usr/bin/python3" {
 		t.Fatalf("bin/python3 -> %q, %v", target, err)
 	}
 	// Still no writing through such a link.
-	archive2 := writeFile(t, dir, "evil.tar", tarBytes(t, []entry{
+	arc2 := writeFile(t, dir, "evil.tar", tarBytes(t, []entry{
 		{name: "l", typ: tar.TypeSymlink, linkname: "/tmp"},
 		{name: "l/evil", typ: tar.TypeReg, body: "x"},
 	}))
-	err := Extract(context.Background(), archive2, filepath.Join(dir, "d2"), Options{AllowAbsoluteSymlinks: true})
-	var ue *UnsafeEntryError
+	err := archive.Extract(context.Background(), arc2, filepath.Join(dir, "d2"), archive.Options{Decoders: xzDecoders, AllowAbsoluteSymlinks: true})
+	var ue *archive.UnsafeEntryError
 	if !errors.As(err, &ue) || ue.Entry != "l/evil" {
 		t.Fatalf("got %v, want l/evil refused", err)
 	}
@@ -376,12 +382,12 @@ func TestZipUnsafe(t *testing.T) {
 	}
 	for bad, entries := range cases {
 		dir := t.TempDir()
-		archive := writeFile(t, dir, "evil.zip", zipBytes(t, entries))
+		arc := writeFile(t, dir, "evil.zip", zipBytes(t, entries))
 		dest := filepath.Join(dir, "dest")
-		err := Extract(context.Background(), archive, dest, Options{})
-		var ue *UnsafeEntryError
+		err := archive.Extract(context.Background(), arc, dest, archive.Options{Decoders: xzDecoders})
+		var ue *archive.UnsafeEntryError
 		if !errors.As(err, &ue) || ue.Entry != bad {
-			t.Fatalf("%s: got %v, want *UnsafeEntryError for it", bad, err)
+			t.Fatalf("%s: got %v, want *archive.UnsafeEntryError for it", bad, err)
 		}
 		noLeftovers(t, dest)
 	}
@@ -389,7 +395,7 @@ func TestZipUnsafe(t *testing.T) {
 
 func TestLaterEntryReplacesEarlier(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "a.tar", tarBytes(t, []entry{
+	arc := writeFile(t, dir, "a.tar", tarBytes(t, []entry{
 		{name: "f", typ: tar.TypeReg, body: "old"},
 		{name: "h", typ: tar.TypeLink, linkname: "f"},
 		{name: "f", typ: tar.TypeReg, body: "new"},
@@ -399,7 +405,7 @@ func TestLaterEntryReplacesEarlier(t *testing.T) {
 		{name: "hls", typ: tar.TypeLink, linkname: "ls"}, // hard link to a symlink
 	}))
 	dest := filepath.Join(dir, "d")
-	if err := Extract(context.Background(), archive, dest, Options{}); err != nil {
+	if err := archive.Extract(context.Background(), arc, dest, archive.Options{Decoders: xzDecoders}); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(dest, "hls")); err != nil || target != "f" {
@@ -415,19 +421,19 @@ func TestLaterEntryReplacesEarlier(t *testing.T) {
 
 func TestDestination(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "a.tar", tarBytes(t, sampleTree()))
+	arc := writeFile(t, dir, "a.tar", tarBytes(t, sampleTree()))
 	full := filepath.Join(dir, "full")
 	os.MkdirAll(full, 0o755)
 	writeFile(t, full, "keep", []byte("x"))
-	if err := Extract(context.Background(), archive, full, Options{}); !errors.Is(err, ErrDestNotEmpty) {
-		t.Fatalf("non-empty destination: %v, want ErrDestNotEmpty", err)
+	if err := archive.Extract(context.Background(), arc, full, archive.Options{Decoders: xzDecoders}); !errors.Is(err, archive.ErrDestNotEmpty) {
+		t.Fatalf("non-empty destination: %v, want archive.ErrDestNotEmpty", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(full, "keep")); string(got) != "x" {
 		t.Fatal("existing content was touched")
 	}
 	empty := filepath.Join(dir, "empty")
 	os.MkdirAll(empty, 0o755)
-	if err := Extract(context.Background(), archive, empty, Options{StripComponents: 1}); err != nil {
+	if err := archive.Extract(context.Background(), arc, empty, archive.Options{Decoders: xzDecoders, StripComponents: 1}); err != nil {
 		t.Fatalf("empty destination: %v", err)
 	}
 	checkSampleTree(t, empty, true)
@@ -450,13 +456,13 @@ func TestCorruptCompressedDataLeavesNothing(t *testing.T) {
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			archive := writeFile(t, dir, name, data)
+			arc := writeFile(t, dir, name, data)
 			dest := filepath.Join(dir, "dest")
-			err := Extract(context.Background(), archive, dest, Options{})
+			err := archive.Extract(context.Background(), arc, dest, archive.Options{Decoders: xzDecoders})
 			if err == nil {
 				t.Fatal("corrupt archive extracted without error")
 			}
-			if !strings.Contains(err.Error(), archive) {
+			if !strings.Contains(err.Error(), arc) {
 				t.Fatalf("error %q does not name the archive", err)
 			}
 			noLeftovers(t, dest)
@@ -468,16 +474,16 @@ func TestExtractTarFromReader(t *testing.T) {
 	dir := t.TempDir()
 	data := gzipBytes(t, tarBytes(t, sampleTree()))
 	dest := filepath.Join(dir, "venv")
-	if err := ExtractTar(context.Background(), bytes.NewReader(data), dest, Options{StripComponents: 1, Name: "venv.tar.gz"}); err != nil {
+	if err := archive.ExtractTar(context.Background(), bytes.NewReader(data), dest, archive.Options{Decoders: xzDecoders, StripComponents: 1, Name: "venv.tar.gz"}); err != nil {
 		t.Fatal(err)
 	}
 	checkSampleTree(t, dest, true)
 
 	evil := gzipBytes(t, tarBytes(t, []entry{{name: "../x", typ: tar.TypeReg, body: "x"}}))
-	err := ExtractTar(context.Background(), bytes.NewReader(evil), filepath.Join(dir, "d2"), Options{Name: "upload.tar.gz"})
-	var ue *UnsafeEntryError
+	err := archive.ExtractTar(context.Background(), bytes.NewReader(evil), filepath.Join(dir, "d2"), archive.Options{Decoders: xzDecoders, Name: "upload.tar.gz"})
+	var ue *archive.UnsafeEntryError
 	if !errors.As(err, &ue) || ue.Archive != "upload.tar.gz" || !strings.Contains(err.Error(), `"../x"`) {
-		t.Fatalf("got %v, want an UnsafeEntryError naming upload.tar.gz and ../x", err)
+		t.Fatalf("got %v, want an archive.UnsafeEntryError naming upload.tar.gz and ../x", err)
 	}
 }
 
@@ -485,7 +491,7 @@ func TestExtractZipFromReaderAt(t *testing.T) {
 	dir := t.TempDir()
 	data := zipBytes(t, sampleTree())
 	dest := filepath.Join(dir, "z")
-	if err := ExtractZip(context.Background(), bytes.NewReader(data), int64(len(data)), dest, Options{StripComponents: 1}); err != nil {
+	if err := archive.ExtractZip(context.Background(), bytes.NewReader(data), int64(len(data)), dest, archive.Options{Decoders: xzDecoders, StripComponents: 1}); err != nil {
 		t.Fatal(err)
 	}
 	checkSampleTree(t, dest, false)
@@ -493,23 +499,23 @@ func TestExtractZipFromReaderAt(t *testing.T) {
 
 func TestUnknownFormat(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "a.rar", []byte("Rar!\x1a\x07\x00 not supported here"))
-	err := Extract(context.Background(), archive, filepath.Join(dir, "d"), Options{})
-	if err == nil || !strings.Contains(err.Error(), "unrecognised archive format") || !strings.Contains(err.Error(), archive) {
+	arc := writeFile(t, dir, "a.rar", []byte("Rar!\x1a\x07\x00 not supported here"))
+	err := archive.Extract(context.Background(), arc, filepath.Join(dir, "d"), archive.Options{Decoders: xzDecoders})
+	if err == nil || !strings.Contains(err.Error(), "unrecognised archive format") || !strings.Contains(err.Error(), arc) {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := DetectFormat([]byte{0x28, 0xB5, 0x2F, 0xFD, 0}, "x.tar.zst"); err == nil || !strings.Contains(err.Error(), "zstd") {
+	if _, err := archive.DetectFormat([]byte{0x28, 0xB5, 0x2F, 0xFD, 0}, "x.tar.zst"); err == nil || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("zstd: %v", err)
 	}
 }
 
 func TestCancelled(t *testing.T) {
 	dir := t.TempDir()
-	archive := writeFile(t, dir, "a.tar.xz", compress(t, tarBytes(t, sampleTree()), "xz", "-c", "--block-size=64KiB"))
+	arc := writeFile(t, dir, "a.tar.xz", compress(t, tarBytes(t, sampleTree()), "xz", "-c", "--block-size=64KiB"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	dest := filepath.Join(dir, "d")
-	if err := Extract(ctx, archive, dest, Options{}); !errors.Is(err, context.Canceled) {
+	if err := archive.Extract(ctx, arc, dest, archive.Options{Decoders: xzDecoders}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	noLeftovers(t, dest)
@@ -546,18 +552,18 @@ func TestMatchesSystemTar(t *testing.T) {
 	os.Symlink("d1/e1", filepath.Join(src, "alias"))
 	os.Symlink("../../d2/e2/f2.c", filepath.Join(src, "d0", "e0", "up.c"))
 	os.Link(filepath.Join(src, "d0/e0/f0.c"), filepath.Join(src, "hard.c"))
-	archive := filepath.Join(dir, "pkg.tar.xz")
-	cmd := exec.Command("sh", "-c", `tar -C "$1" -cf - pkg-2.0 | xz -T2 --block-size=128KiB -c >"$2"`, "sh", filepath.Join(dir, "src"), archive)
+	arc := filepath.Join(dir, "pkg.tar.xz")
+	cmd := exec.Command("sh", "-c", `tar -C "$1" -cf - pkg-2.0 | xz -T2 --block-size=128KiB -c >"$2"`, "sh", filepath.Join(dir, "src"), arc)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("packing: %v: %s", err, out)
 	}
 	ref := filepath.Join(dir, "ref")
 	os.MkdirAll(ref, 0o755)
-	if out, err := exec.Command("tar", "-C", ref, "--strip-components=1", "-xJf", archive).CombinedOutput(); err != nil {
+	if out, err := exec.Command("tar", "-C", ref, "--strip-components=1", "-xJf", arc).CombinedOutput(); err != nil {
 		t.Fatalf("tar -x: %v: %s", err, out)
 	}
 	ours := filepath.Join(dir, "ours")
-	if err := Extract(context.Background(), archive, ours, Options{StripComponents: 1}); err != nil {
+	if err := archive.Extract(context.Background(), arc, ours, archive.Options{Decoders: xzDecoders, StripComponents: 1}); err != nil {
 		t.Fatal(err)
 	}
 	listing := func(root string) map[string]string {
@@ -609,4 +615,26 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestXZNeedsADecoder checks that .tar.xz is refused, clearly and leaving
+// nothing behind, by a caller that passed no xz decoder (the server).
+func TestXZNeedsADecoder(t *testing.T) {
+	dir := t.TempDir()
+	data := compress(t, tarBytes(t, sampleTree()), "xz", "-c")
+	arc := writeFile(t, dir, "a.tar.xz", data)
+	dest := filepath.Join(dir, "d")
+	for name, extract := range map[string]func() error{
+		"file": func() error { return archive.Extract(context.Background(), arc, dest, archive.Options{}) },
+		"stream": func() error {
+			return archive.ExtractTar(context.Background(), bytes.NewReader(data), dest, archive.Options{})
+		},
+	} {
+		err := extract()
+		var nd *archive.NoDecoderError
+		if !errors.As(err, &nd) || nd.Format != archive.FormatTarXz || !strings.Contains(err.Error(), "no xz decoder") {
+			t.Errorf("%s: got %v, want a *NoDecoderError for tar.xz", name, err)
+		}
+		noLeftovers(t, dest)
+	}
 }

@@ -1,7 +1,8 @@
 // Package torch is the libtorch (TorchScript) backend: it implements
 // backend.Backend for models with `backend: "pytorch"` or
 // `platform: "pytorch_libtorch"` by calling libtbtorch.so (runtime/csrc)
-// through cgo. It is the only package in the module that uses cgo.
+// through cgo. It is the server's only cgo package (the module's other one,
+// internal/archive/xzpar/liblzma, is linked by tritonbuild alone).
 //
 // Building: the cgo implementation is compiled only with cgo enabled AND the
 // build tag `libtorch`, and needs libtbtorch.so at link time:

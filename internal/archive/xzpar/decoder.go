@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar/liblzma"
 	"github.com/ulikunitz/xz"
 )
@@ -191,5 +192,24 @@ func (ra *readahead) Close() error {
 			ra.cur = nil
 			return nil
 		}
+	}
+}
+
+// Decompressor returns an archive.Decompressor for .tar.xz that decodes with
+// NewDecoder when the archive is a file (parallel when its index allows) and
+// sequentially when it is a stream. Programs that extract .tar.xz pass it
+// in archive.Options.Decoders; opts.Progress is set by the archive package.
+func Decompressor(opts Options) archive.Decompressor {
+	return func(ctx context.Context, in archive.Compressed) (io.ReadCloser, error) {
+		o := opts
+		if in.File != nil {
+			o.Progress = in.Progress
+			return NewDecoder(ctx, in.File, in.Size, o)
+		}
+		xr, err := xz.NewReader(in.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("xz: %w", err)
+		}
+		return io.NopCloser(xr), nil
 	}
 }

@@ -4,9 +4,10 @@
 // decoder, which decides whether extracting a large source tarball keeps up
 // with `xz -T0 -dc | tar -x` on a small machine.
 //
-// This is the builder's only cgo package. Built without cgo it still
-// compiles: Available reports false and NewLZMA2 fails, and callers fall
-// back to the pure-Go decoder.
+// It is one of the module's two cgo packages (runtime/torch is the other)
+// and is linked only by tritonbuild, never by the server. Built without cgo
+// it still compiles: Available reports false and NewLZMA2 fails, and
+// callers fall back to the pure-Go decoder.
 package liblzma
 
 import "errors"
