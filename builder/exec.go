@@ -24,6 +24,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // Executor runs a plan's build nodes in dependency order.
@@ -364,7 +365,7 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	if err := os.Rename(tmp, b.src); err != nil {
 		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	return writeFileAtomic(marker, nil, 0o644)
+	return atomicfile.WriteFile(marker, nil, 0o644)
 }
 
 // fetchSource puts the node's archive into the source cache and returns its
@@ -618,7 +619,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 		if err := b.run(ctx, "configure", b.build, nil, "cmake", args...); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(configured, nil, 0o644); err != nil {
+		if err := atomicfile.WriteFile(configured, nil, 0o644); err != nil {
 			return err
 		}
 	}
@@ -875,25 +876,8 @@ func copyTree(src, dest string, ignore func(rel string) bool) error {
 		case info.IsDir():
 			return os.MkdirAll(target, info.Mode().Perm()|0o700)
 		case info.Mode().IsRegular():
-			return copyFile(p, target, info.Mode().Perm())
+			return atomicfile.CopyFile(p, target, info.Mode().Perm())
 		}
 		return nil
 	})
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/images"
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // ImageRequest says which image to assemble from a plan and where to put it.
@@ -188,7 +189,7 @@ func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) 
 	stamps["digest:"+key] = res.Digest
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
 		if data, err := json.MarshalIndent(stamps, "", " "); err == nil {
-			writeFileAtomic(stamp, data, 0o644)
+			atomicfile.WriteFile(stamp, data, 0o644)
 		}
 	}
 	return res, nil

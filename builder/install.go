@@ -3,11 +3,11 @@ package builder
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // Install lays the install trees of nodes (externals excluded) into one
@@ -65,7 +65,7 @@ func Install(ctx context.Context, st *store.Store, nodes []*Node, prefix string)
 			case f.Mode&os.ModeSymlink != 0:
 				err = os.Symlink(f.Link, dst)
 			default:
-				err = copyFile(src, dst, f.Mode.Perm())
+				err = atomicfile.CopyFile(src, dst, f.Mode.Perm())
 			}
 			if err != nil {
 				os.RemoveAll(tmp)
@@ -86,25 +86,4 @@ func Install(ctx context.Context, st *store.Store, nodes []*Node, prefix string)
 		return fmt.Errorf("install: %w", err)
 	}
 	return os.RemoveAll(old)
-}
-
-// writeFileAtomic replaces p with data through a temp file and rename.
-func writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // Verify rebuilds name's closure into a fresh store at tmpStore and
@@ -118,5 +119,5 @@ func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefi
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(stamp, want, 0o644)
+	return atomicfile.WriteFile(stamp, want, 0o644)
 }

@@ -23,6 +23,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // layerFormat versions the bytes this file writes: bump it whenever the tar
@@ -437,7 +439,7 @@ func (s *layerStore) layer(ctx context.Context, spec *layerSpec, epoch time.Time
 	}
 	if s.cache {
 		b, _ := json.Marshal(info)
-		if err := writeFileAtomic(meta, b, 0o644); err != nil {
+		if err := atomicfile.WriteFile(meta, b, 0o644); err != nil {
 			return nil, false, fmt.Errorf("layer %s: caching: %w", spec.label, err)
 		}
 	}
@@ -455,26 +457,6 @@ func readCachedInfo(file, meta string) (layerInfo, bool) {
 		return info, false
 	}
 	return info, true
-}
-
-// writeFileAtomic writes data to name through a temporary file and a rename,
-// so readers never see a partial file.
-func writeFileAtomic(name string, data []byte, perm fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+"-*.tmp")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), perm)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 // cleanImagePath turns an absolute image path into an entry name.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // AptSpec names one file of a distribution source package.
@@ -170,7 +172,7 @@ func newAptEnv(cache Cache, opts Options) (*aptEnv, error) {
 	}
 	// apt picks the format by extension: .sources is deb822.
 	if old, err := os.ReadFile(a.sources); err != nil || !bytes.Equal(old, content) {
-		if err := writeFileAtomic(a.sources, content); err != nil {
+		if err := atomicfile.WriteFile(a.sources, content, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +208,7 @@ func (a *aptEnv) update(ctx context.Context) error {
 			a.warnings = append(a.warnings, l)
 		}
 	}
-	return writeFileAtomic(a.stamp(), []byte(a.digest+"\n"))
+	return atomicfile.WriteFile(a.stamp(), []byte(a.digest+"\n"), 0o644)
 }
 
 // run executes apt-get with the private configuration in dir. Output goes
@@ -243,27 +245,4 @@ func (a *aptEnv) run(ctx context.Context, dir string, args ...string) (string, e
 		return out.String(), fmt.Errorf("apt-get %s: %w: %s%s", strings.Join(args, " "), err, tail(said, 10), note)
 	}
 	return out.String(), nil
-}
-
-// writeFileAtomic replaces name with content so that a reader sees the old
-// or the new file, never a mix.
-func writeFileAtomic(name string, content []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
+	"github.com/tritonbuild/tritonbuild/internal/filelock"
 )
 
 // Cache is a content-addressed store of source files. A file with sha256
@@ -101,38 +103,11 @@ func (c Cache) Lock(ctx context.Context, key string) (unlock func(), err error) 
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}
-	name := filepath.Join(c.Dir, "locks", key+".lock")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err = filelock.Lock(ctx, filepath.Join(c.Dir, "locks", key+".lock"))
 	if err != nil {
 		return nil, fmt.Errorf("source cache lock: %w", err)
 	}
-	// flock locks belong to the open file description, so two goroutines of
-	// one process exclude each other as two processes do. Polling with
-	// LOCK_NB keeps the wait cancellable.
-	wait := 10 * time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("source cache lock %s: %w", name, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for source cache lock %s: %w", name, ctx.Err())
-		case <-time.After(wait):
-		}
-		if wait < 200*time.Millisecond {
-			wait *= 2
-		}
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return unlock, nil
 }
 
 // Adopt moves the file at src into the cache under sha after checking its
@@ -162,7 +137,7 @@ func (c Cache) Adopt(ctx context.Context, sha, src, origin string) (string, erro
 		return "", fmt.Errorf("source cache: %w", err)
 	}
 	if err := os.Rename(src, dst); err == nil {
-		syncDir(filepath.Dir(dst))
+		atomicfile.SyncDir(filepath.Dir(dst))
 		return dst, nil
 	} else if !errors.Is(err, syscall.EXDEV) {
 		return "", fmt.Errorf("source cache: %w", err)
@@ -199,7 +174,7 @@ func (c Cache) Adopt(ctx context.Context, sha, src, origin string) (string, erro
 		os.Remove(tmp.Name())
 		return "", fmt.Errorf("source cache: %w", err)
 	}
-	syncDir(filepath.Dir(dst))
+	atomicfile.SyncDir(filepath.Dir(dst))
 	os.Remove(src)
 	return dst, nil
 }
@@ -236,15 +211,6 @@ func hashFile(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("hashing %s: %w", name, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// syncDir makes a rename durable. Failure only weakens durability after a
-// crash, never correctness, so it is not reported.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // ctxReader stops a long local copy or hash when the context ends.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
 // GitSpec pins a git source. Commit is the pin; Tag only makes the clone
@@ -102,7 +104,7 @@ func FetchGit(ctx context.Context, spec GitSpec, cache Cache, opts Options) (str
 		os.Remove(f.Name())
 		return "", fmt.Errorf("git source %s: writing %s: %w", spec.URL, out, err)
 	}
-	syncDir(filepath.Dir(out))
+	atomicfile.SyncDir(filepath.Dir(out))
 	return out, nil
 }
 

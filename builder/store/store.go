@@ -5,17 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
-	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
+	"github.com/tritonbuild/tritonbuild/internal/filelock"
 )
 
 // Store is the directory of immutable install trees, plus the source
@@ -109,26 +108,11 @@ func (s *Store) Has(k Key) bool {
 // here; the second then finds the node committed.
 func (s *Store) Lock(ctx context.Context, k Key) (func(), error) {
 	key := k.id()
-	f, err := os.OpenFile(filepath.Join(s.Root, "locks", key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := filelock.Lock(ctx, filepath.Join(s.Root, "locks", key+".lock"))
 	if err != nil {
 		return nil, fmt.Errorf("store lock %s: %w", key, err)
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("store lock %s: %w", key, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for store lock %s: %w", key, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return unlock, nil
 }
 
 // StagingDir is the node's private staging area; only the holder of the
@@ -146,14 +130,14 @@ func (s *Store) Commit(k Key, staging string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(filepath.Join(staging, "manifest.json"), data); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(staging, "manifest.json"), data, 0o644); err != nil {
 		return fmt.Errorf("committing %s: %w", k.Name, err)
 	}
 	dst := s.NodeDir(k)
 	if err := os.Rename(staging, dst); err != nil {
 		return fmt.Errorf("committing %s into the store: %w", k.Name, err)
 	}
-	syncDir(filepath.Dir(dst))
+	atomicfile.SyncDir(filepath.Dir(dst))
 	return nil
 }
 
@@ -258,27 +242,4 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func writeFileSync(p string, data []byte) error {
-	f, err := os.Create(p)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }

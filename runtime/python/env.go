@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/internal/archive"
+	"github.com/tritonbuild/tritonbuild/internal/filelock"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
-	"golang.org/x/sys/unix"
 )
 
 // EnvPathParameter is the config.pbtxt parameter naming a model's python
@@ -156,9 +156,11 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	if err := os.MkdirAll(r.cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating env cache %s: %w", r.cacheDir, err)
 	}
-	unlock, err := lockFile(ctx, dir+".lock")
+	// The lock serialises instances of one server as well as separate
+	// servers sharing the cache.
+	unlock, err := filelock.Lock(ctx, dir+".lock")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("python env cache: %w", err)
 	}
 	defer unlock()
 	// Whoever held the lock before us may have finished the job.
@@ -332,32 +334,6 @@ func condaUnpack(ctx context.Context, root, interp string) error {
 		return fmt.Errorf("running %s: %w: %s", script, err, lastLine(string(out)))
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path, polling so that ctx can end
-// the wait. flock conflicts between separate opens even within a process,
-// so it serializes instances of one server as well as separate servers.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock %s: %w", path, err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // digestCache remembers archive digests by file identity, so that loading
