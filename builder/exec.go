@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -285,22 +284,6 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	return nil
 }
 
-func nodeMeta(n *Node) store.NodeMeta {
-	m := store.NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
-	s := n.Ver.Source
-	switch s.Kind() {
-	case recipe.SourceURL:
-		m.SourceURL, m.SHA256 = s.URL, s.SHA256
-	case recipe.SourceApt:
-		m.SourceURL, m.SHA256 = "apt:"+s.Apt+"="+s.AptVersion+"/"+s.File, s.SHA256
-	case recipe.SourceGit:
-		m.SourceURL = "git+" + s.Git + "@" + s.Commit
-	case recipe.SourceLocal:
-		m.SourceURL = "local:" + n.SourceDigest
-	}
-	return m
-}
-
 // jobPlan picks the node's starting parallelism: --jobs, then build.yaml's
 // max, then the planned figure, then the CPU count.
 func (e *Executor) jobPlan(n *Node) JobPlan {
@@ -368,27 +351,6 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	return atomicfile.WriteFile(marker, nil, 0o644)
 }
 
-// fetchSource puts the node's archive into the source cache and returns its
-// path ("" for local sources, which are read in place).
-func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
-	s := n.Ver.Source
-	var archive string
-	var err error
-	cache := e.Store.Sources()
-	switch s.Kind() {
-	case recipe.SourceURL:
-		archive, err = fetch.FetchURL(ctx, fetch.URLSpec{URLs: mirrorURLs(e.Settings.Mirrors, n.Name, s), SHA256: s.SHA256}, cache, e.FetchOptions)
-	case recipe.SourceApt:
-		archive, err = fetch.FetchApt(ctx, fetch.AptSpec{Package: s.Apt, Version: s.AptVersion, File: s.File, SHA256: s.SHA256}, cache, e.FetchOptions)
-	case recipe.SourceGit:
-		archive, err = fetch.FetchGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%s %s: fetching source: %w", n.Name, n.Version, err)
-	}
-	return archive, nil
-}
-
 // Fetch fills the source cache for nodes (externals skipped) so that a
 // later build needs no network.
 func (e *Executor) Fetch(ctx context.Context, nodes []*Node) error {
@@ -405,18 +367,6 @@ func (e *Executor) Fetch(ctx context.Context, nodes []*Node) error {
 		}
 	}
 	return nil
-}
-
-// mirrorURLs puts the configured mirrors (MIRROR/NAME/FILE) and the
-// recipe's own mirrors before the upstream URL.
-func mirrorURLs(mirrors []string, name string, s recipe.Source) []string {
-	var out []string
-	file := path.Base(s.URL)
-	for _, m := range mirrors {
-		out = append(out, strings.TrimSuffix(m, "/")+"/"+name+"/"+file)
-	}
-	out = append(out, s.Mirrors...)
-	return append(out, s.URL)
 }
 
 // setupEnv builds a clean environment (nothing of the caller's shell but

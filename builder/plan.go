@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
 )
@@ -333,41 +332,6 @@ func (pl *planner) finish(ctx context.Context, n *Node) error {
 		}
 	}
 	return nil
-}
-
-// sourceDigest is the content identity of the node's sources: the sha256
-// for archives, the commit for git, a tree hash for local directories.
-// Patches' contents are included.
-func (pl *planner) sourceDigest(n *Node) (string, error) {
-	s := n.Ver.Source
-	var id string
-	switch s.Kind() {
-	case recipe.SourceURL, recipe.SourceApt:
-		id = "sha256:" + s.SHA256
-	case recipe.SourceGit:
-		id = "git:" + s.Commit
-	case recipe.SourceLocal:
-		dir := n.Recipe.ResolvePath(s.Local, pl.opts.ProjectDir)
-		h, err := fetch.HashDir(dir, s.Excluded)
-		if err != nil {
-			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.File(), dir, err)
-		}
-		id = "local:" + h
-	}
-	patches := append(append([]recipe.Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
-	for _, p := range patches {
-		data, err := os.ReadFile(n.Recipe.ResolvePath(p.File, pl.opts.ProjectDir))
-		if err != nil {
-			return "", fmt.Errorf("%s: patch %s: %w", n.Recipe.File(), p.File, err)
-		}
-		sum := sha256.Sum256(data)
-		got := hex.EncodeToString(sum[:])
-		if p.SHA256 != "" && p.SHA256 != got {
-			return "", fmt.Errorf("%s: patch %s: sha256 %s, recipe says %s", n.Recipe.File(), p.File, got, p.SHA256)
-		}
-		id += "+patch:" + got
-	}
-	return id, nil
 }
 
 func (pl *planner) hostCompiler(ctx context.Context) string {

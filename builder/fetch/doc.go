@@ -24,10 +24,12 @@
 //     (names, exec bits, symlink targets, file bytes; never mtimes), so a
 //     local source changes its digest exactly when its content changes.
 //
-// URLSpec, AptSpec and GitSpec implement Source (Digest, Fetch), the one
-// interface an executor needs; Options carries the knobs of all kinds
-// (retries, backoff, progress, log, the git and apt-get binaries, the apt
-// configuration directory). NewProgress gives a ready progress display.
+// FetchURL, FetchApt and FetchGit return the cached file of a URLSpec,
+// AptSpec or GitSpec; the recipe's source kind picks one (the builder's
+// executor), and a plan pins each kind by its own digest. Options carries
+// the knobs of all kinds (retries, backoff, progress, log, the git and
+// apt-get binaries, the apt configuration directory). NewProgress gives a
+// ready progress display.
 //
 // The cache (cache.go) may be shared by concurrent processes: every digest
 // has a lock file, partial downloads live beside the cache and are renamed

@@ -1,0 +1,105 @@
+package builder
+
+// Every switch on a recipe's source kind is in this file: how a plan pins
+// the source, how the executor fetches it, and how a tree's manifest
+// names it. A new kind is added here and in package fetch.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
+	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/store"
+)
+
+// sourceDigest is the content identity of the node's sources: the sha256
+// for archives, the commit for git, a tree hash for local directories.
+// Patches' contents are included.
+func (pl *planner) sourceDigest(n *Node) (string, error) {
+	s := n.Ver.Source
+	var id string
+	switch s.Kind() {
+	case recipe.SourceURL, recipe.SourceApt:
+		id = "sha256:" + s.SHA256
+	case recipe.SourceGit:
+		id = "git:" + s.Commit
+	case recipe.SourceLocal:
+		dir := n.Recipe.ResolvePath(s.Local, pl.opts.ProjectDir)
+		h, err := fetch.HashDir(dir, s.Excluded)
+		if err != nil {
+			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.File(), dir, err)
+		}
+		id = "local:" + h
+	}
+	patches := append(append([]recipe.Patch{}, n.Recipe.Patches...), n.Ver.Patches...)
+	for _, p := range patches {
+		data, err := os.ReadFile(n.Recipe.ResolvePath(p.File, pl.opts.ProjectDir))
+		if err != nil {
+			return "", fmt.Errorf("%s: patch %s: %w", n.Recipe.File(), p.File, err)
+		}
+		sum := sha256.Sum256(data)
+		got := hex.EncodeToString(sum[:])
+		if p.SHA256 != "" && p.SHA256 != got {
+			return "", fmt.Errorf("%s: patch %s: sha256 %s, recipe says %s", n.Recipe.File(), p.File, got, p.SHA256)
+		}
+		id += "+patch:" + got
+	}
+	return id, nil
+}
+
+// nodeMeta is what the node's manifest records about it, for SBOMs and
+// caches.
+func nodeMeta(n *Node) store.NodeMeta {
+	m := store.NodeMeta{Name: n.Name, Version: n.Version, Hash: n.Hash, License: n.Recipe.License, Homepage: n.Recipe.Homepage, Epoch: n.Ver.Epoch}
+	s := n.Ver.Source
+	switch s.Kind() {
+	case recipe.SourceURL:
+		m.SourceURL, m.SHA256 = s.URL, s.SHA256
+	case recipe.SourceApt:
+		m.SourceURL, m.SHA256 = "apt:"+s.Apt+"="+s.AptVersion+"/"+s.File, s.SHA256
+	case recipe.SourceGit:
+		m.SourceURL = "git+" + s.Git + "@" + s.Commit
+	case recipe.SourceLocal:
+		m.SourceURL = "local:" + n.SourceDigest
+	}
+	return m
+}
+
+// fetchSource puts the node's archive into the source cache and returns its
+// path ("" for local sources, which are read in place).
+func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
+	s := n.Ver.Source
+	var archive string
+	var err error
+	cache := e.Store.Sources()
+	switch s.Kind() {
+	case recipe.SourceURL:
+		archive, err = fetch.FetchURL(ctx, fetch.URLSpec{URLs: mirrorURLs(e.Settings.Mirrors, n.Name, s), SHA256: s.SHA256}, cache, e.FetchOptions)
+	case recipe.SourceApt:
+		archive, err = fetch.FetchApt(ctx, fetch.AptSpec{Package: s.Apt, Version: s.AptVersion, File: s.File, SHA256: s.SHA256}, cache, e.FetchOptions)
+	case recipe.SourceGit:
+		archive, err = fetch.FetchGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %s: fetching source: %w", n.Name, n.Version, err)
+	}
+	return archive, nil
+}
+
+// mirrorURLs puts the configured mirrors (MIRROR/NAME/FILE) and the
+// recipe's own mirrors before the upstream URL.
+func mirrorURLs(mirrors []string, name string, s recipe.Source) []string {
+	var out []string
+	file := path.Base(s.URL)
+	for _, m := range mirrors {
+		out = append(out, strings.TrimSuffix(m, "/")+"/"+name+"/"+file)
+	}
+	out = append(out, s.Mirrors...)
+	return append(out, s.URL)
+}
