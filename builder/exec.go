@@ -47,8 +47,9 @@ type Executor struct {
 	FetchOptions fetch.Options
 	// Out receives progress and status lines for a person.
 	Out io.Writer
-	// Progress draws step progress (Ninja's [N/M]); nil prints nothing.
-	Progress StepProgress
+	// Progress receives the progress of long steps (see StepUpdate); nil
+	// reports none.
+	Progress chan<- StepUpdate
 	// Jobs planner and launcher chain; nil runs commands directly with
 	// the planned -j.
 	Launcher LauncherFactory
@@ -64,11 +65,15 @@ type Executor struct {
 // runStats counts the trees a run built, pulled and pushed.
 type runStats struct{ built, pulled, pushed int }
 
-// StepProgress follows a long step.
-type StepProgress interface {
-	Start(label string)
-	Update(done, total int)
-	Finish()
+// StepUpdate reports the progress of a build step from its output
+// (Ninja's [N/M], make's [ NN%]), in the manner of go-containerregistry's
+// v1.Update: Complete of Total for the step Label ("llvm build"). A step
+// starts with Total -1 (not known yet) and its last update has Done set.
+// Sends block: the reader keeps reading until the executor returns.
+type StepUpdate struct {
+	Label           string
+	Complete, Total int
+	Done            bool
 }
 
 // LauncherFactory prepares the memory-aware launcher for one node's build.
@@ -731,8 +736,9 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 	var wg sync.WaitGroup
 	wg.Add(1)
 	prog := b.e.Progress
+	label := b.n.Name + " " + step
 	if prog != nil {
-		prog.Start(b.n.Name + " " + step)
+		prog <- StepUpdate{Label: label, Total: -1}
 	}
 	go func() {
 		defer wg.Done()
@@ -747,10 +753,10 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 					if m[1] != "" {
 						d, _ := strconv.Atoi(m[1])
 						t, _ := strconv.Atoi(m[2])
-						prog.Update(d, t)
+						prog <- StepUpdate{Label: label, Complete: d, Total: t}
 					} else {
 						p, _ := strconv.Atoi(m[3])
-						prog.Update(p, 100)
+						prog <- StepUpdate{Label: label, Complete: p, Total: 100}
 					}
 				}
 			}
@@ -761,7 +767,7 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 	pw.Close()
 	wg.Wait()
 	if prog != nil {
-		prog.Finish()
+		prog <- StepUpdate{Label: label, Done: true}
 	}
 	if err != nil {
 		if ctx.Err() != nil {

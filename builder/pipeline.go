@@ -38,8 +38,9 @@ type BuildOptions struct {
 	KeepWork     bool
 	// Out receives status lines for a person; nil is silent.
 	Out io.Writer
-	// Progress follows long steps and Fetch tunes downloads.
-	Progress StepProgress
+	// Progress receives the progress of long steps, and Fetch tunes
+	// downloads (their progress goes to Fetch.Progress).
+	Progress chan<- StepUpdate
 	Fetch    fetch.Options
 }
 

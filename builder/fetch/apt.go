@@ -112,13 +112,9 @@ func FetchApt(ctx context.Context, spec AptSpec, cache Cache, opts Options) (str
 	if err != nil {
 		return "", fmt.Errorf("apt source %s: apt downloaded no file %q (it got: %s)", id, spec.File, listDir(dl))
 	}
-	if opts.Progress != nil {
-		opts.Progress.Update(spec.File, fi.Size(), fi.Size())
-	}
+	opts.report(Update{Name: spec.File, Complete: fi.Size(), Total: fi.Size()})
 	p, err := cache.Adopt(ctx, sha, file, "apt:"+id+"/"+spec.File)
-	if opts.Progress != nil {
-		opts.Progress.Finish(spec.File, err)
-	}
+	opts.report(Update{Name: spec.File, Done: true, Error: err})
 	if err != nil {
 		return "", fmt.Errorf("apt source %s: %w", id, err)
 	}

@@ -28,8 +28,8 @@
 // AptSpec or GitSpec; the recipe's source kind picks one (the builder's
 // executor), and a plan pins each kind by its own digest. Options carries
 // the knobs of all kinds (retries, backoff, progress, log, the git and
-// apt-get binaries, the apt configuration directory). NewProgress gives a
-// ready progress display.
+// apt-get binaries, the apt configuration directory). Progress is a
+// channel of Updates; the package draws nothing itself.
 //
 // The cache (cache.go) may be shared by concurrent processes: every digest
 // has a lock file, partial downloads live beside the cache and are renamed

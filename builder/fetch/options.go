@@ -26,8 +26,10 @@ type Options struct {
 	// StallTimeout aborts an attempt when no byte arrived for this long.
 	// Default 60 s.
 	StallTimeout time.Duration
-	// Progress is told about transfers. Nil: silent. See NewProgress.
-	Progress Progress
+	// Progress receives an Update as each transfer advances and when it
+	// ends. Sends block: the reader keeps reading until the fetch returns
+	// (drawing is the caller's: cmd/tritonbuild draws bars). Nil: silent.
+	Progress chan<- Update
 	// Log receives one-line notes for a person: retries, mirror failover,
 	// apt's output. Nil: discarded.
 	Log io.Writer
@@ -41,14 +43,24 @@ type Options struct {
 	AptEtc string
 }
 
-// Progress receives byte counts of running transfers. Implementations must
-// be safe for concurrent use: several sources may download at once.
-type Progress interface {
-	// Update says that done of total bytes of name have arrived; total is
-	// -1 when unknown. done may go down when a server forces a restart.
-	Update(name string, done, total int64)
-	// Finish says that the transfer of name ended, with err nil on success.
-	Finish(name string, err error)
+// Update reports the progress of one transfer, in the manner of
+// go-containerregistry's v1.Update: Complete of Total bytes of Name have
+// arrived (Total is -1 when unknown; Complete may go down when a server
+// forces a restart). The last update of a transfer has Done set, and
+// Error when the transfer failed. Several transfers may be under way at
+// once; Name tells them apart.
+type Update struct {
+	Name            string
+	Complete, Total int64
+	Done            bool
+	Error           error
+}
+
+// report sends u to the Progress channel, if any.
+func (o Options) report(u Update) {
+	if o.Progress != nil {
+		o.Progress <- u
+	}
 }
 
 func (o Options) client() *http.Client {

@@ -93,16 +93,12 @@ func FetchURL(ctx context.Context, spec URLSpec, cache Cache, opts Options) (str
 	for i, u := range urls {
 		p, err := d.fromURL(ctx, u)
 		if err == nil {
-			if opts.Progress != nil {
-				opts.Progress.Finish(name, nil)
-			}
+			opts.report(Update{Name: name, Done: true})
 			return p, nil
 		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("fetching %s: %w", name, err)
-			if opts.Progress != nil {
-				opts.Progress.Finish(name, err)
-			}
+			opts.report(Update{Name: name, Done: true, Error: err})
 			return "", err
 		}
 		errs = append(errs, err)
@@ -116,9 +112,7 @@ func FetchURL(ctx context.Context, spec URLSpec, cache Cache, opts Options) (str
 		os.Remove(cache.partPath(sha))
 	}
 	err = fmt.Errorf("fetching %s (sha256 %s): every source failed: %w", name, sha, errors.Join(errs...))
-	if opts.Progress != nil {
-		opts.Progress.Finish(name, err)
-	}
+	opts.report(Update{Name: name, Done: true, Error: err})
 	return "", err
 }
 
@@ -298,9 +292,7 @@ func (d *download) transfer(ctx context.Context, u *url.URL) (hash.Hash, error) 
 				restart(f, h)
 				return nil, permanentError{fmt.Errorf("GET %s: more than the expected %d bytes", u.Redacted(), d.size)}
 			}
-			if d.opts.Progress != nil {
-				d.opts.Progress.Update(d.name, done, total)
-			}
+			d.opts.report(Update{Name: d.name, Complete: done, Total: total})
 		}
 		if rerr == io.EOF {
 			break
@@ -341,9 +333,7 @@ func (d *download) copyLocal(ctx context.Context, f *os.File, u *url.URL) (hash.
 	if err != nil {
 		return nil, fmt.Errorf("copying %s: %w", u.Path, err)
 	}
-	if d.opts.Progress != nil {
-		d.opts.Progress.Update(d.name, n, total)
-	}
+	d.opts.report(Update{Name: d.name, Complete: n, Total: total})
 	return h, nil
 }
 

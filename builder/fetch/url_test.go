@@ -433,37 +433,33 @@ func TestFetchURLProgress(t *testing.T) {
 	blob, sha := testBlob(600_000)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveBlob(w, r, blob) }))
 	defer srv.Close()
-	rec := &recordProgress{}
+	ch := make(chan Update)
+	var updates []Update
+	done := make(chan struct{})
+	go func() {
+		for u := range ch {
+			updates = append(updates, u)
+		}
+		close(done)
+	}()
 	opts := fastOpts(t)
-	opts.Progress = rec
-	if _, err := FetchURL(context.Background(), URLSpec{URLs: []string{srv.URL + "/x.tar"}, SHA256: sha}, Cache{Dir: t.TempDir()}, opts); err != nil {
+	opts.Progress = ch
+	_, err := FetchURL(context.Background(), URLSpec{URLs: []string{srv.URL + "/x.tar"}, SHA256: sha}, Cache{Dir: t.TempDir()}, opts)
+	close(ch)
+	<-done
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.updates) == 0 || rec.updates[len(rec.updates)-1] != [2]int64{600_000, 600_000} {
-		t.Fatalf("updates %v", rec.updates)
+	if len(updates) < 2 {
+		t.Fatalf("updates %v", updates)
 	}
-	if rec.finished != "x.tar" || rec.err != nil {
-		t.Fatalf("finish %q %v", rec.finished, rec.err)
+	last, final := updates[len(updates)-2], updates[len(updates)-1]
+	if last.Name != "x.tar" || last.Complete != 600_000 || last.Total != 600_000 || last.Done {
+		t.Errorf("last byte count %+v", last)
 	}
-}
-
-type recordProgress struct {
-	mu       sync.Mutex
-	updates  [][2]int64
-	finished string
-	err      error
-}
-
-func (r *recordProgress) Update(name string, done, total int64) {
-	r.mu.Lock()
-	r.updates = append(r.updates, [2]int64{done, total})
-	r.mu.Unlock()
-}
-
-func (r *recordProgress) Finish(name string, err error) {
-	r.mu.Lock()
-	r.finished, r.err = name, err
-	r.mu.Unlock()
+	if final.Name != "x.tar" || !final.Done || final.Error != nil {
+		t.Errorf("final update %+v", final)
+	}
 }
 
 // A sha256 pin in upper case names the same bytes.

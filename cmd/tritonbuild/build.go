@@ -65,7 +65,7 @@ func newFetchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return executor(p, cmd).Fetch(ctxOf(cmd), plan.Nodes)
+			return g.executor(p, cmd).Fetch(ctxOf(cmd), plan.Nodes)
 		},
 	}
 }

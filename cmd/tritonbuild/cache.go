@@ -26,7 +26,7 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 			if err != nil {
 				return err
 			}
-			ex := executor(p, cmd)
+			ex := g.executor(p, cmd)
 			ex.Cache = &remote.Cache{Ref: args[0], Options: remote.Options{Insecure: insecure}}
 			n, err := ex.Push(ctxOf(cmd), plan.Nodes)
 			if err != nil {
@@ -44,7 +44,7 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 			if err != nil {
 				return err
 			}
-			ex := executor(p, cmd)
+			ex := g.executor(p, cmd)
 			ex.Cache = &remote.Cache{Ref: args[0], Options: remote.Options{Insecure: insecure}}
 			if _, err := plan.AskCache(ctxOf(cmd), ex.Cache, p.Store.Root, cmd.ErrOrStderr()); err != nil {
 				return err

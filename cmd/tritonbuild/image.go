@@ -7,13 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
-	"github.com/tritonbuild/tritonbuild/images"
 )
 
 // addImageCommands registers image and verify.
@@ -64,32 +61,6 @@ func (f *imageFlags) resolve(p *builder.Project, target string) builder.ImageReq
 		r.Epoch = time.Unix(f.epoch, 0).UTC()
 	}
 	return r
-}
-
-func imageProgress() images.ProgressFunc {
-	if !term.IsTerminal(int(os.Stderr.Fd())) {
-		var last time.Time
-		return func(p images.Progress) {
-			if p.Total < 64<<20 || (time.Since(last) < 5*time.Second && p.Done < p.Total) {
-				return
-			}
-			last = time.Now()
-			fmt.Fprintf(os.Stderr, "    %s %s: %d/%d MiB\n", p.Stage, p.Name, p.Done>>20, p.Total>>20)
-		}
-	}
-	bars := map[string]*progressbar.ProgressBar{}
-	return func(p images.Progress) {
-		if p.Total < 16<<20 {
-			return
-		}
-		key := p.Stage + " " + p.Name
-		b := bars[key]
-		if b == nil {
-			b = progressbar.DefaultBytes(p.Total, key)
-			bars[key] = b
-		}
-		b.Set64(p.Done)
-	}
 }
 
 func runImage(cmd *cobra.Command, p *builder.Project, plan *builder.Plan, req builder.ImageRequest) error {
@@ -201,7 +172,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			diffs, err := builder.Verify(ctxOf(cmd), p, args[0], filepath.Join(tmp, "store"), executor(p, cmd))
+			diffs, err := builder.Verify(ctxOf(cmd), p, args[0], filepath.Join(tmp, "store"), g.executor(p, cmd))
 			if err != nil {
 				return err
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +23,8 @@ type globals struct {
 	// probed is the host probe, taken once per command: planning and the
 	// launcher both need it.
 	probed *toolchain.Host
+	// drawing draws the engine's progress for the running command.
+	drawing *progress
 }
 
 func (g *globals) host(cmd *cobra.Command) (*toolchain.Host, error) {
@@ -62,7 +63,27 @@ assembles OCI images from them.`,
 	addToolchainCommands(root, g)
 	addCacheCommands(root, g)
 	addImageCommands(root, g)
+	stopProgressAfterRun(root, g)
 	return root
+}
+
+// stopProgressAfterRun makes every command wait, before it returns, until
+// the progress it reported is drawn (a bar's last state, a transfer's
+// final line).
+func stopProgressAfterRun(c *cobra.Command, g *globals) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			defer func() {
+				if g.drawing != nil {
+					g.drawing.stop()
+				}
+			}()
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		stopProgressAfterRun(sub, g)
+	}
 }
 
 func (g *globals) open() (*builder.Project, error) {
@@ -101,22 +122,20 @@ func (g *globals) openPlan(cmd *cobra.Command, targets []string) (*builder.Proje
 	return p, plan, nil
 }
 
-// executor wires the library's executor to the terminal.
-func executor(p *builder.Project, cmd *cobra.Command) *builder.Executor {
+// executor wires the library's executor to the terminal: status lines
+// and progress go to stderr.
+func (g *globals) executor(p *builder.Project, cmd *cobra.Command) *builder.Executor {
 	errOut := cmd.ErrOrStderr()
-	var prog fetch.Progress
-	var steps builder.StepProgress
-	if f, ok := errOut.(*os.File); ok {
-		prog = fetch.NewProgress(f)
-		steps = builder.NewStepProgress(f, 15*time.Second)
+	if g.drawing == nil {
+		g.drawing = startProgress(errOut)
 	}
 	return &builder.Executor{
 		Store:        p.Store,
 		ProjectDir:   p.Dir,
 		Settings:     p.Settings,
 		Out:          errOut,
-		Progress:     steps,
-		FetchOptions: fetch.Options{Progress: prog, Log: errOut},
+		Progress:     g.drawing.steps,
+		FetchOptions: fetch.Options{Progress: g.drawing.fetch, Log: errOut},
 	}
 }
 

@@ -30,7 +30,7 @@ func (g *globals) buildOptions(cmd *cobra.Command, p *builder.Project, targets, 
 	if c := p.Settings.Cache; c.Registry != "" {
 		opts.Cache = &remote.Cache{Ref: c.Registry, Options: remote.Options{Insecure: c.Insecure}}
 	}
-	ex := executor(p, cmd)
+	ex := g.executor(p, cmd)
 	opts.Progress, opts.Fetch = ex.Progress, ex.FetchOptions
 	return opts, nil
 }
