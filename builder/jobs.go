@@ -11,10 +11,10 @@ import (
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
-// AssignJobs fills each build node's starting parallelism from the host
+// assignJobs fills each build node's starting parallelism from the host
 // probe and the node's memory profile (learned figures first, then the
 // recipe's declaration, then defaults). jobs > 0 overrides the count.
-func AssignJobs(plan *Plan, st *store.Store, host *toolchain.Host, jobs int, reserve recipe.ByteSize) {
+func assignJobs(plan *Plan, st *store.Store, host *toolchain.Host, jobs int, reserve recipe.ByteSize) {
 	for _, n := range plan.Nodes {
 		if n.Status == StatusExternal {
 			continue
@@ -36,10 +36,10 @@ func nodeProfile(st *store.Store, n *Node) toolchain.Profile {
 	return toolchain.ResolveProfile(learned, declared)
 }
 
-// MemoryLauncher routes a node's compile and link commands through
+// memoryLauncher routes a node's compile and link commands through
 // `tritonbuild launch`, which asks an in-process broker for memory before
 // each command runs; it also turns OOM kills into retries with fewer jobs.
-type MemoryLauncher struct {
+type memoryLauncher struct {
 	// Exe is the tritonbuild executable the build tools call back.
 	Exe  string
 	Host *toolchain.Host
@@ -48,7 +48,7 @@ type MemoryLauncher struct {
 }
 
 // Prepare starts the broker for one node's build.
-func (m *MemoryLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath, workDir string) (Launch, error) {
+func (m *memoryLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath, workDir string) (Launch, error) {
 	st, err := toolchain.LoadStats(statsPath, n.Name, n.Version)
 	if err != nil {
 		st = toolchain.NewStats(n.Name, n.Version)

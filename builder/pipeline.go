@@ -71,9 +71,9 @@ func (p *Project) PlanBuild(ctx context.Context, opts BuildOptions) (*Plan, erro
 		if jobs == 0 {
 			jobs = p.Settings.Jobs.Max
 		}
-		AssignJobs(plan, p.Store, opts.Host, jobs, p.Settings.Jobs.Reserve)
+		assignJobs(plan, p.Store, opts.Host, jobs, p.Settings.Jobs.Reserve)
 		if jobs == 0 {
-			AddRemoteSlots(plan, dc)
+			addRemoteSlots(plan, dc)
 		}
 	}
 	if opts.Cache != nil {
@@ -162,10 +162,10 @@ func NewLauncher(exe string, host *toolchain.Host, s recipe.Settings, projectDir
 	if err != nil {
 		return nil, err
 	}
-	base := &MemoryLauncher{Exe: exe, Host: host}
+	base := &memoryLauncher{Exe: exe, Host: host}
 	cc := s.Cache.Ccache.Config(projectDir)
 	if cc == nil && dc == nil {
 		return base, nil
 	}
-	return &ChainLauncher{Base: base, Ccache: cc, Distcc: dc}, nil
+	return &chainLauncher{Base: base, Ccache: cc, Distcc: dc}, nil
 }

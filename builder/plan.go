@@ -274,7 +274,7 @@ func (pl *planner) pickVersion(r *recipe.Recipe, c recipe.Constraint) (*recipe.V
 // finish computes the node's source digest, identity, hash and status.
 func (pl *planner) finish(ctx context.Context, n *Node) error {
 	if ext, ok := pl.opts.Settings.Externals[n.Name]; ok {
-		version, err := ProbeExternal(ctx, n.Recipe, ext)
+		version, err := probeExternal(ctx, n.Recipe, ext)
 		if err != nil {
 			return err
 		}
@@ -369,9 +369,9 @@ func (e *ExternalError) Error() string {
 	return msg
 }
 
-// ProbeExternal runs the recipe's probe against prefix and returns the
+// probeExternal runs the recipe's probe against prefix and returns the
 // detected version. Every check must pass.
-func ProbeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string, error) {
+func probeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string, error) {
 	if r.Probe == nil {
 		return "", fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.File())
 	}

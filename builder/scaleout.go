@@ -8,10 +8,10 @@ import (
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
-// AddRemoteSlots raises every build node's compile jobs by the distcc
+// addRemoteSlots raises every build node's compile jobs by the distcc
 // hosts' slots (links stay as planned: they run here). Call it after
-// AssignJobs, unless --jobs was given explicitly.
-func AddRemoteSlots(plan *Plan, d *toolchain.DistccConfig) {
+// assignJobs, unless --jobs was given explicitly.
+func addRemoteSlots(plan *Plan, d *toolchain.DistccConfig) {
 	if d == nil {
 		return
 	}
@@ -25,18 +25,18 @@ func AddRemoteSlots(plan *Plan, d *toolchain.DistccConfig) {
 	}
 }
 
-// ChainLauncher extends the memory launcher's chain for compiles with
+// chainLauncher extends the memory launcher's chain for compiles with
 // ccache and/or distcc: launch -> ccache -> distcc -> compiler. Links keep
 // going through the broker alone.
-type ChainLauncher struct {
-	Base   *MemoryLauncher
+type chainLauncher struct {
+	Base   *memoryLauncher
 	Ccache *toolchain.CcacheConfig
 	Distcc *toolchain.DistccConfig
 }
 
 // Prepare starts the base launcher and adds the chain's settings, with
 // ccache's base dir set to the node's work dir.
-func (c *ChainLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath, workDir string) (Launch, error) {
+func (c *chainLauncher) Prepare(ctx context.Context, n *Node, jobs JobPlan, statsPath, workDir string) (Launch, error) {
 	base, err := c.Base.Prepare(ctx, n, jobs, statsPath, workDir)
 	if err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ func TestAddRemoteSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := &Plan{Nodes: []*Node{{Name: "x", Jobs: &JobPlan{Compile: 2, Link: 1, Why: "2 CPUs"}}, {Name: "ext"}}}
-	AddRemoteSlots(plan, d)
+	addRemoteSlots(plan, d)
 	if j := plan.Nodes[0].Jobs; j.Compile != 10 || j.Link != 1 || !strings.Contains(j.Why, "+8 remote") {
-		t.Errorf("jobs after AddRemoteSlots: %+v", j)
+		t.Errorf("jobs after addRemoteSlots: %+v", j)
 	}
 }

@@ -14,6 +14,11 @@
 // extracted tree must match the config's file list exactly (contents,
 // modes, link targets, no extra or missing paths) and its digest before
 // the tree may be committed into the store.
+//
+// Cache is one repository behind the builder's TreeCache interface
+// (lookup, pull, push of one node). The package never writes the store,
+// takes its locks or decides what a plan does: the builder's executor
+// commits a pulled tree under the node's lock and falls back to building.
 package remote
 
 import (
