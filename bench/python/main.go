@@ -119,7 +119,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		insts []backend.Instance
 	}
 	var peers []peer
-	pyb := python.New(python.Options{Logger: log.New(discard{}, "", 0), CacheDir: filepath.Join(work, "cache"), Poll: poll})
+	pyb := python.New(python.Options{CacheDir: filepath.Join(work, "cache"), Poll: poll})
 	var pyInsts []backend.Instance
 	for i := 0; i < instances; i++ {
 		inst, err := pyb.NewInstance(ctx, spec("model.py"), i)
@@ -377,7 +377,3 @@ func closeF32(a, b []byte) bool {
 	}
 	return true
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

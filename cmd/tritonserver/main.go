@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,21 +65,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	stdlog := log.New(logOut, "", log.LstdFlags)
-	if err := serve(ctx, cfg, logger, backends(cfg, logger, stdlog)); err != nil {
+	if err := serve(ctx, cfg, logger, backends(cfg, logger)); err != nil {
 		logger.Error("exiting", "err", err)
 		return 1
 	}
 	return 0
 }
 
-// backends registers the backends this binary carries.
-func backends(cfg *config, logger *slog.Logger, stdlog *log.Logger) map[string]backend.Backend {
+// backends registers the backends this binary carries, each logging to
+// logger with its name attached.
+func backends(cfg *config, logger *slog.Logger) map[string]backend.Backend {
 	return map[string]backend.Backend{
-		"pytorch": torch.New(torch.Options{Logf: func(format string, args ...any) {
-			logger.Warn(fmt.Sprintf(format, args...), "backend", "pytorch")
-		}}),
-		"python": python.New(python.Options{Logger: stdlog, Verbose: cfg.logVerbose > 0}),
+		"pytorch": torch.New(torch.Options{Logger: logger.With("backend", "pytorch")}),
+		"python":  python.New(python.Options{Logger: logger.With("backend", "python"), Verbose: cfg.logVerbose > 0}),
 	}
 }
 

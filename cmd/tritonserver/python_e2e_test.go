@@ -262,6 +262,11 @@ func TestPythonSeedRepositoryOverHTTPAndGRPC(t *testing.T) {
 	if !closeTo(got, want, 1e-6) {
 		t.Errorf("gRPC: got %v, want %v", got, want)
 	}
+	// model.py's own output reaches the log run builds, one record per
+	// line, attributed to the backend and the model instance.
+	if line := `msg="Model initialized successfully on CPU." backend=python model=simple_linear version=1 instance=0`; !strings.Contains(logs.String(), line) {
+		t.Errorf("log lacks %s:\n%s", line, logs.String())
+	}
 }
 
 // The tuned variant: 4 stub processes, and under 32 concurrent clients

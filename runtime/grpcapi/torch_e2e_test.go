@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"testing"
@@ -35,7 +36,7 @@ instance_group [{ kind: KIND_CPU count: 2 }]
 `)
 	mgr, err := repository.New(repository.Options{
 		Repositories: []string{root}, StrictModelConfig: true,
-		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
+		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http/httptest"
 	"strconv"
@@ -122,7 +123,7 @@ func torchEnv(t *testing.T, root string, strictShapes bool) *env {
 	t.Helper()
 	mgr, err := repository.New(repository.Options{
 		Repositories: []string{root}, StrictModelConfig: true, StrictInputShapes: strictShapes,
-		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logf: t.Logf})},
+		Backends: map[string]backend.Backend{"pytorch": torch.New(torch.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,7 +87,7 @@ func (e *execEnv) environ() []string {
 type envResolver struct {
 	cacheDir string
 	digests  *digestCache
-	logf     func(format string, args ...any)
+	log      *slog.Logger
 }
 
 // resolve returns the env named by the model's EXECUTION_ENV_PATH
@@ -171,7 +172,7 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("removing incomplete env %s: %w", dir, err)
 	}
-	r.logf("extracting python env %s (sha256 %s) into %s", packed, digest[:12], dir)
+	r.log.Info("extracting python env", "model", model, "archive", packed, "sha256", digest[:12], "dir", dir)
 	start := time.Now()
 	// Absolute symlinks are let through the extractor only to be checked
 	// below against the venv's own record of its base interpreter; every
@@ -201,7 +202,7 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	if err := os.WriteFile(filepath.Join(dir, readyMarker), []byte(rel+"\n"), 0o644); err != nil {
 		return fail("extract", err)
 	}
-	r.logf("python env %s ready in %s (%s)", packed, root, time.Since(start).Round(time.Millisecond))
+	r.log.Info("python env ready", "model", model, "archive", packed, "root", root, "took", time.Since(start).Round(time.Millisecond))
 	return &execEnv{Root: root, Interpreter: interp, Source: packed}, nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"log"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -66,7 +66,7 @@ func newTestBackend(t *testing.T, opts Options) (*Backend, *logBuffer) {
 	if opts.CacheDir == "" {
 		opts.CacheDir = t.TempDir()
 	}
-	opts.Logger = log.New(logs, "", 0)
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("backend log:\n%s", logs.String())

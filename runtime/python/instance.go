@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -25,9 +25,8 @@ type Instance struct {
 	environ     []string
 	script      string
 	modelFile   string
-	logger      *log.Logger
+	log         *slog.Logger // with the model, version and instance
 	verbose     bool
-	prefix      string
 	outputNames []string
 	outputTypes map[string]backend.DataType
 
@@ -90,8 +89,8 @@ func (in *Instance) start(ctx context.Context) error {
 		dir:         in.spec.VersionDir,
 		env:         in.environ,
 		shm:         in.shm,
-		stdout:      &lineLogger{logger: in.logger, prefix: in.prefix},
-		stderr:      &lineLogger{logger: in.logger, prefix: in.prefix},
+		stdout:      &lineLogger{log: in.log},
+		stderr:      &lineLogger{log: in.log},
 		timeout:     in.set.stubTimeout,
 	})
 	if err != nil {
@@ -149,7 +148,7 @@ func (in *Instance) ensureRunning(ctx context.Context) error {
 	if in.proc != nil {
 		// Died while idle (killed from outside, out of memory): report it
 		// in the log, not to the next caller.
-		in.logger.Printf("%spython stub (pid %d) ended while idle (%s); restarting", in.prefix, in.proc.pid, in.proc.exitStatus(0))
+		in.log.Warn("python stub ended while idle; restarting it", "pid", in.proc.pid, "status", in.proc.exitStatus(0))
 		in.proc.kill()
 		in.proc = nil
 	}
@@ -177,7 +176,7 @@ func (in *Instance) restartSoon() {
 		ctx, cancel := context.WithTimeout(context.Background(), in.set.stubTimeout+in.set.initializeTimeout)
 		defer cancel()
 		if err := in.ensureRunning(ctx); err != nil {
-			in.logger.Printf("%s%v", in.prefix, err)
+			in.log.Error("restarting the python stub", "err", err)
 		}
 	}()
 }
@@ -373,7 +372,7 @@ func (in *Instance) stubFailed(proc *stubProc, what string, err error) error {
 	proc.kill()
 	in.proc = nil
 	in.restartSoon()
-	in.logger.Printf("%spython stub failed: %v; restarting it", in.prefix, desc)
+	in.log.Warn("python stub failed; restarting it", "err", desc)
 	return backend.Errorf(backend.Internal, "python model %q instance %d: %w; the stub is being restarted",
 		in.spec.Name, in.idx, desc)
 }

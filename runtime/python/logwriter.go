@@ -2,17 +2,16 @@ package python
 
 import (
 	"bytes"
-	"log"
+	"log/slog"
 	"strings"
 	"sync"
 )
 
 // lineLogger forwards a stub's stdout or stderr to the server log one line
-// at a time, each prefixed with the model and instance, and remembers the
-// last lines so that a failure report can quote what the stub said.
+// per record (log carries the model and instance), and remembers the last
+// lines so that a failure report can quote what the stub said.
 type lineLogger struct {
-	logger *log.Logger
-	prefix string
+	log *slog.Logger
 
 	mu      sync.Mutex
 	partial []byte
@@ -49,7 +48,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 
 func (l *lineLogger) emit(line string) {
 	line = strings.TrimRight(line, "\r")
-	l.logger.Printf("%s%s", l.prefix, line)
+	l.log.Info(line)
 	if len(l.tail) == tailLines {
 		copy(l.tail, l.tail[1:])
 		l.tail = l.tail[:tailLines-1]

@@ -31,7 +31,7 @@ func TestBatchReachesExecuteAsOneList(t *testing.T) {
 			t.Errorf("working directory %q, want the version directory %s", cwd, spec.VersionDir)
 		}
 	}
-	if !strings.Contains(logs.String(), "[probe/1#0] INFO: probe initialized for probe") {
+	if !strings.Contains(logs.String(), `msg="INFO: probe initialized for probe" model=probe version=1 instance=0`) {
 		t.Errorf("pb_utils.Logger output missing from the log:\n%s", logs.String())
 	}
 }
@@ -264,7 +264,7 @@ func TestClosedInstance(t *testing.T) {
 	if alive(pid) {
 		t.Errorf("stub %d runs after Close", pid)
 	}
-	if !strings.Contains(logs.String(), "[probe/1#0] probe finalized") {
+	if !strings.Contains(logs.String(), `msg="probe finalized" model=probe version=1 instance=0`) {
 		t.Errorf("finalize output missing:\n%s", logs.String())
 	}
 	if _, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(1)}); err == nil {

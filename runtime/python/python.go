@@ -27,7 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,10 +92,10 @@ type Options struct {
 	ExecuteTimeout    time.Duration
 	// ShmSize is the initial shared memory size per instance.
 	ShmSize int
-	// Logger receives the stubs' stdout and stderr, one line per record
-	// prefixed with "[model/version#instance] ", and the backend's own
-	// messages. Nil means log.Default().
-	Logger *log.Logger
+	// Logger receives the stubs' stdout and stderr, one record per line
+	// with the model, version and instance as attributes, and the
+	// backend's own messages. Nil discards them.
+	Logger *slog.Logger
 	// Verbose enables pb_utils.Logger.log_verbose output (--log-verbose).
 	Verbose bool
 	// Poll: see KeyPollMicros. 0 means DefaultPoll, negative no polling.
@@ -123,7 +123,7 @@ type probeKey struct {
 // env are prepared when the first instance loads.
 func New(opts Options) *Backend {
 	if opts.Logger == nil {
-		opts.Logger = log.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.CacheDir == "" {
 		base, err := os.UserCacheDir()
@@ -140,7 +140,7 @@ func New(opts Options) *Backend {
 	b.envs = envResolver{
 		cacheDir: filepath.Join(opts.CacheDir, "python-envs"),
 		digests:  &digestCache{},
-		logf:     opts.Logger.Printf,
+		log:      opts.Logger,
 	}
 	return b
 }
@@ -286,9 +286,8 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		environ:   environ,
 		script:    script,
 		modelFile: modelFile,
-		logger:    b.opts.Logger,
+		log:       b.opts.Logger.With("model", spec.Name, "version", spec.Version, "instance", idx),
 		verbose:   b.opts.Verbose,
-		prefix:    fmt.Sprintf("[%s/%d#%d] ", spec.Name, spec.Version, idx),
 	}
 	inst.unloading, inst.unload = context.WithCancel(context.Background())
 	inst.outputNames = make([]string, len(spec.Outputs))

@@ -156,7 +156,10 @@ func TestSeedRepository(t *testing.T) {
 	if err := inst.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for _, line := range []string{"[simple_linear/1#0] Model initialized successfully on CPU.", "[simple_linear/1#0] Model finalized."} {
+	for _, line := range []string{
+		`msg="Model initialized successfully on CPU." model=simple_linear version=1 instance=0`,
+		`msg="Model finalized." model=simple_linear version=1 instance=0`,
+	} {
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("log lacks %q:\n%s", line, logs.String())
 		}

@@ -3,6 +3,7 @@ package torch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,15 +13,15 @@ import (
 
 // Options configure a Backend.
 type Options struct {
-	// Logf receives warnings that do not fail a load (for example an
+	// Logger receives warnings that do not fail a load (for example an
 	// inter-op thread count that libtorch can no longer change). Nil
 	// discards them.
-	Logf func(format string, args ...any)
+	Logger *slog.Logger
 }
 
 // Backend loads TorchScript models. It is safe for concurrent use.
 type Backend struct {
-	opts Options
+	log *slog.Logger
 	// mu serializes process-wide changes (op libraries, inter-op threads).
 	mu sync.Mutex
 }
@@ -28,15 +29,15 @@ type Backend struct {
 // New returns the libtorch backend. In a build without cgo or the libtorch
 // tag it still works as a value, but every NewInstance fails with
 // NotBuiltMessage.
-func New(opts Options) *Backend { return &Backend{opts: opts} }
+func New(opts Options) *Backend {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{log: log}
+}
 
 var _ backend.Backend = (*Backend)(nil)
-
-func (b *Backend) logf(format string, args ...any) {
-	if b.opts.Logf != nil {
-		b.opts.Logf(format, args...)
-	}
-}
 
 // NewInstance loads op libraries, then the model file, and checks the
 // module's forward() signature against the config.
@@ -112,7 +113,7 @@ func (b *Backend) prepareProcess(ctx context.Context, where string, spec *backen
 				return wrapErr(where, err)
 			}
 			// Process-wide and already fixed: the model still runs correctly.
-			b.logf("%s: %v", where, err)
+			b.log.Warn("inter-op thread count not applied", "model", spec.Name, "version", spec.Version, "err", err)
 		}
 	}
 	return nil

@@ -9,12 +9,14 @@ package torch
 // this directory to a "shared/examples/make_model.py".
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -558,15 +560,16 @@ func TestInterOpThreadsOncePerProcess(t *testing.T) {
 	// A model asking for another size still loads; the backend logs why.
 	spec := simpleLinear(t)
 	spec.Parameters[ParamInterOpThreads] = "2"
-	var logged []string
-	b := New(Options{Logf: func(f string, a ...any) { logged = append(logged, f) }})
+	var logged bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	inst, err := b.NewInstance(context.Background(), spec, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inst.Close()
-	if len(logged) != 1 {
-		t.Fatalf("logged %v, want one warning", logged)
+	if lines := strings.Split(strings.TrimSpace(logged.String()), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "model=simple_linear") || !strings.Contains(lines[0], "already fixed at 1") {
+		t.Fatalf("logged %q, want one warning naming the model and the reason", logged.String())
 	}
 }
 
