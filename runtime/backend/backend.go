@@ -196,12 +196,12 @@ const (
 // operands of %w become its cause (several are joined).
 func Errorf(code Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	e := &Error{Code: code, Msg: err.Error()}
-	switch w := err.(type) {
-	case interface{ Unwrap() error }:
-		e.Err = w.Unwrap()
-	case interface{ Unwrap() []error }:
-		e.Err = errors.Join(w.Unwrap()...)
+	e := &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
+	// errors.Unwrap sees only a single %w; fmt.Errorf's result for several
+	// has Unwrap() []error instead.
+	var multi interface{ Unwrap() []error }
+	if e.Err == nil && errors.As(err, &multi) {
+		e.Err = errors.Join(multi.Unwrap()...)
 	}
 	return e
 }

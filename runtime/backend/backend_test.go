@@ -43,7 +43,7 @@ func TestErrorKeepsItsCause(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Path != "/nonexistent/model.pt" {
 		t.Errorf("errors.As(*fs.PathError) through %v: %v", err, pe)
 	}
-	if errors.Unwrap(err) != statErr {
+	if !errors.Is(err.Unwrap(), statErr) {
 		t.Errorf("Unwrap = %v, want the stat error", errors.Unwrap(err))
 	}
 

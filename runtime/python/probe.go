@@ -74,7 +74,7 @@ func probeInterpreter(ctx context.Context, model, path string, env []string, tim
 	}
 	out, err = runProbe(ctx, path, env, timeout, "-c", "import numpy; print(numpy.__version__)")
 	if err != nil {
-		return fail("numpy", fmt.Errorf("Python %s cannot import numpy, which the python backend needs: %w", version, err))
+		return fail("numpy", fmt.Errorf("interpreter Python %s cannot import numpy, which the python backend needs: %w", version, err))
 	}
 	return interpreterInfo{Python: version, NumPy: strings.TrimSpace(out)}, nil
 }
