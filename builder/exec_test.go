@@ -23,6 +23,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // fixture is a hermetic world for the executor: an upstream server and a
@@ -42,17 +43,8 @@ type fixture struct {
 	settings recipe.Settings
 }
 
-func needTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (.ci/run installs it): %v", tool, err)
-		}
-	}
-}
-
 func newFixture(t *testing.T) *fixture {
-	needTools(t, "cmake", "cc", "bash")
+	testenv.NeedTools(t, "cmake", "cc", "bash")
 	f := &fixture{t: t}
 	f.tarball = tarGz(t, "testdata/fixtures/greet", "greet-1.0")
 	f.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

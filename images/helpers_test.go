@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 var testEpoch = time.Unix(1700000000, 0).UTC()
@@ -68,7 +68,7 @@ func scriptTrees(t testing.TB, names ...string) []Tree {
 // "hello from tritonbuild 3.0".
 func greetTree(t testing.TB) string {
 	t.Helper()
-	imagestest.NeedTools(t, "cc")
+	testenv.NeedTools(t, "cc")
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{
 		"greet.c": "#include <math.h>\n#include <stdio.h>\nvoid greet(double x) { printf(\"hello from tritonbuild %.1f\\n\", sqrt(x)); }\n",

@@ -27,7 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
-	"github.com/tritonbuild/tritonbuild/images/imagestest"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 func assemble(t *testing.T, o Options) *Assembly {
@@ -420,11 +421,9 @@ func extractFiles(t *testing.T, img v1.Image) map[string]string {
 }
 
 func TestClosureOfHostLs(t *testing.T) {
-	ls, err := exec.LookPath("ls")
-	if err != nil {
-		t.Skip("no ls on this host")
-	}
-	imagestest.NeedTools(t, "ldd")
+	testenv.NeedTools(t, "ls")
+	ls, _ := exec.LookPath("ls")
+	testenv.NeedTools(t, "ldd")
 	tree := t.TempDir()
 	data, err := os.ReadFile(ls)
 	if err != nil {
@@ -754,12 +753,10 @@ func TestWriteLayoutAndTarball(t *testing.T) {
 }
 
 func TestWriteLayoutOnFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: mounting a tmpfs needs root")
-	}
+	testenv.NeedRoot(t, "mounting a tmpfs")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("skipping: cannot mount a tmpfs here: %v %s", err, out)
+		testenv.Unavailable(t, "cannot mount a tmpfs here: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
 
@@ -842,13 +839,9 @@ func TestRegistryBase(t *testing.T) {
 }
 
 func TestHostPackagesInSBOM(t *testing.T) {
-	if _, err := exec.LookPath("dpkg-query"); err != nil {
-		t.Skip("skipping: no dpkg on this host, the SBOM lists trees only")
-	}
-	ls, err := exec.LookPath("ls")
-	if err != nil {
-		t.Skip("skipping: no ls on this host")
-	}
+	testenv.NeedTools(t, "dpkg-query") // without dpkg the SBOM lists trees only
+	testenv.NeedTools(t, "ls")
+	ls, _ := exec.LookPath("ls")
 	data, err := os.ReadFile(ls)
 	if err != nil {
 		t.Fatal(err)
@@ -934,10 +927,8 @@ func TestProgressOfLargeLayers(t *testing.T) {
 }
 
 func TestHostPaths(t *testing.T) {
-	ls, err := exec.LookPath("ls")
-	if err != nil {
-		t.Skip("skipping: no ls on this host")
-	}
+	testenv.NeedTools(t, "ls")
+	ls, _ := exec.LookPath("ls")
 	data, _ := os.ReadFile(ls)
 	hostDir := t.TempDir()
 	os.MkdirAll(filepath.Join(hostDir, "tool", "empty"), 0o755)

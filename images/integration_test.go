@@ -3,7 +3,7 @@ package images
 // Integration tests against the real tools around images: skopeo, umoci +
 // chroot, the Docker engine and a distribution registry server. They skip in
 // -short mode; a missing tool skips with the reason, or fails under
-// TRITONBUILD_REQUIRE_INTEGRATION=1 (CI).
+// TRITONBUILD_REQUIRE_INTEGRATION=1 (CI, see internal/testenv).
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
+
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // helloImage assembles a scratch image around the compiled greet tree: the
@@ -42,8 +44,8 @@ func helloImage(t *testing.T) *Assembly {
 
 func TestIntegrationLayoutSkopeoUmociChroot(t *testing.T) {
 	asm := helloImage(t)
-	imagestest.NeedTools(t, "skopeo", "umoci")
-	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	testenv.NeedTools(t, "skopeo", "umoci")
+	testenv.NeedRoot(t, "unpacking and chrooting into the image")
 	dir := filepath.Join(t.TempDir(), "oci")
 	if err := WriteLayout(context.Background(), asm.Image, dir, "test", OutputOptions{}); err != nil {
 		t.Fatal(err)
@@ -163,10 +165,10 @@ func TestIntegrationLibtorchClosure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping integration test in -short mode")
 	}
-	imagestest.NeedTools(t, "cc", "umoci")
-	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	testenv.NeedTools(t, "cc", "umoci")
+	testenv.NeedRoot(t, "unpacking and chrooting into the image")
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so"); err != nil {
-		imagestest.Unavailable(t, "libtorch-dev is not installed: %v", err)
+		testenv.Unavailable(t, "libtorch-dev is not installed: %v", err)
 	}
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{"main.c": "#include <stdio.h>\nint main(void) { puts(\"torch closure ok\"); return 0; }\n"})
@@ -200,15 +202,15 @@ func TestIntegrationHostPythonInScratch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping integration test in -short mode")
 	}
-	imagestest.NeedTools(t, "umoci")
-	imagestest.NeedRoot(t, "unpacking and chrooting into the image")
+	testenv.NeedTools(t, "umoci")
+	testenv.NeedRoot(t, "unpacking and chrooting into the image")
 	py, err := filepath.EvalSymlinks("/usr/bin/python3")
 	if err != nil {
-		imagestest.Unavailable(t, "no distribution python3: %v", err)
+		testenv.Unavailable(t, "no distribution python3: %v", err)
 	}
 	stdlib := "/usr/lib/" + filepath.Base(py) // e.g. /usr/lib/python3.11
 	if _, err := os.Stat(stdlib); err != nil {
-		imagestest.Unavailable(t, "no standard library at %s: %v", stdlib, err)
+		testenv.Unavailable(t, "no standard library at %s: %v", stdlib, err)
 	}
 	asm := assemble(t, Options{Trees: scriptTrees(t, "server"), Epoch: testEpoch, CompressionLevel: 1,
 		HostPaths: []string{"/usr/bin/python3", stdlib}})

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -86,18 +87,6 @@ int unit%02d(int x) {
 	}
 }
 
-func needTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("TRITONBUILD_REQUIRE_INTEGRATION") == "1" {
-				t.Fatalf("%s not installed: %v", tool, err)
-			}
-			t.Skipf("%s not installed (.ci/run installs it): %v", tool, err)
-		}
-	}
-}
-
 // buildInWorkDir configures and builds the project copied to work/src in
 // work/build, as the builder lays a node out, with the builder's prefix
 // map and the launcher chain broker -> inner... -> cc.
@@ -135,7 +124,7 @@ func buildInWorkDir(t *testing.T, exe, work string, inner []string, extraEnv []s
 // dirs through broker -> ccache -> cc: the second build must hit for at
 // least 90% of its compiles.
 func TestIntegrationCcacheAcrossWorkDirs(t *testing.T) {
-	needTools(t, "cmake", "ninja", "cc", "ccache")
+	testenv.NeedTools(t, "cmake", "ninja", "cc", "ccache")
 	exe := self(t)
 	ctx := context.Background()
 	cfg := toolchain.CcacheConfig{Dir: filepath.Join(t.TempDir(), "ccache"), MaxSize: "1G"}
@@ -181,7 +170,7 @@ func TestIntegrationCcacheAcrossWorkDirs(t *testing.T) {
 // worth of local caches through ccache's HTTP remote storage, served here
 // by a minimal in-memory WebDAV-style store (GET, PUT, HEAD, DELETE).
 func TestIntegrationCcacheRemoteStorage(t *testing.T) {
-	needTools(t, "cmake", "ninja", "cc", "ccache")
+	testenv.NeedTools(t, "cmake", "ninja", "cc", "ccache")
 	exe := self(t)
 	ctx := context.Background()
 	var mu sync.Mutex

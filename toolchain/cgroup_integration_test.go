@@ -3,11 +3,11 @@ package toolchain_test
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 	"github.com/tritonbuild/tritonbuild/toolchain/memtest"
 )
@@ -22,16 +22,14 @@ const (
 	itReserve = 64 << 20
 )
 
-// newGroup makes a real memory cgroup or skips with the reason.
+// newGroup makes a real memory cgroup, or ends the test through testenv.
 func newGroup(t *testing.T) *memtest.Group {
 	t.Helper()
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skipf("no make on PATH (install build-essential): %v", err)
-	}
+	testenv.NeedTools(t, "make")
 	g, err := memtest.NewGroup(itLimit)
 	var ue *memtest.UnavailableError
 	if errors.As(err, &ue) {
-		t.Skipf("integration test needs a memory cgroup: %v", err)
+		testenv.Unavailable(t, "integration test needs a memory cgroup (root, cgroup v2 or v1 memory controller): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

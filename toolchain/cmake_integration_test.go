@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -14,11 +15,7 @@ import (
 // CMake, Ninja and C compiler, routing compiles and the link through the
 // launcher with Launcher.CMakeArgs, and checks the broker saw each of them.
 func TestIntegrationCMakeNinjaLauncher(t *testing.T) {
-	for _, tool := range []string{"cmake", "ninja", "cc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (apt-get install cmake ninja-build build-essential): %v", tool, err)
-		}
-	}
+	testenv.NeedTools(t, "cmake", "ninja", "cc")
 	exe := self(t)
 	src, build := t.TempDir(), t.TempDir()
 	files := map[string]string{

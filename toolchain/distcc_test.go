@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -89,7 +90,7 @@ func startDistccd(t *testing.T, jobs int) *distccd {
 // checks that both daemons compiled, that the broker granted the compiles
 // as remote, and that the objects equal a local build's byte for byte.
 func TestIntegrationDistccFarm(t *testing.T) {
-	needTools(t, "cmake", "ninja", "cc", "distcc", "distccd")
+	testenv.NeedTools(t, "cmake", "ninja", "cc", "distcc", "distccd")
 	exe := self(t)
 	d1, d2 := startDistccd(t, 3), startDistccd(t, 3)
 	cfg := toolchain.DistccConfig{Hosts: []string{

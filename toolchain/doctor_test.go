@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 func TestDoctorReport(t *testing.T) {
@@ -70,9 +72,7 @@ func TestDoctorReport(t *testing.T) {
 }
 
 func TestDoctorLiveHost(t *testing.T) {
-	if _, err := exec.LookPath("dpkg-query"); err != nil {
-		t.Skip("no dpkg-query on this host: package check cannot run")
-	}
+	testenv.NeedTools(t, "dpkg-query")
 	r, err := Doctor(context.Background(), DoctorOptions{Probe: ProbeOptions{Dirs: []string{t.TempDir()}}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -46,9 +48,7 @@ func TestDebSrcSourcesGolden(t *testing.T) {
 // TestDebSrcSourcesAcceptedByApt hands the generated file to the real apt,
 // which lists the index files it would download without any network.
 func TestDebSrcSourcesAcceptedByApt(t *testing.T) {
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("apt-get is not installed: ", err)
-	}
+	testenv.NeedTools(t, "apt-get")
 	content, err := DebSrcSources("testdata/apt/etc")
 	if err != nil {
 		t.Fatal(err)
@@ -289,12 +289,10 @@ func realAptOptions(t *testing.T) Options {
 	if testing.Short() {
 		t.Skip("-short: skipping a download from the distribution's archive")
 	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("apt-get is not installed: ", err)
-	}
+	testenv.NeedTools(t, "apt-get")
 	content, err := DebSrcSources("/etc/apt")
 	if err != nil {
-		t.Skip("no usable apt configuration: ", err)
+		testenv.Unavailable(t, "no usable apt configuration: %v", err)
 	}
 	ps, err := parseDeb822(bytes.NewReader(content), "generated")
 	if err != nil {
@@ -324,7 +322,7 @@ func realAptOptions(t *testing.T) Options {
 			tried = append(tried, err.Error())
 		}
 	}
-	t.Skipf("the distribution's archive is unreachable: %s", strings.Join(tried, "; "))
+	testenv.Unavailable(t, "the distribution's archive is unreachable: %s", strings.Join(tried, "; "))
 	return Options{}
 }
 

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // gitRepo builds real repositories for the tests: an upstream with two
@@ -46,9 +48,7 @@ func writeFile(t *testing.T, name, content string, mode os.FileMode) {
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git on PATH: ", err)
-	}
+	testenv.NeedTools(t, "git")
 	// Submodules from local paths are refused by default since git
 	// 2.38.1; allow them for the git processes of this test only.
 	t.Setenv("GIT_CONFIG_COUNT", "1")

@@ -15,6 +15,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 	"github.com/tritonbuild/tritonbuild/builder/store"
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 var _ builder.TreeCache = (*remote.Cache)(nil)
@@ -26,7 +27,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
-	imagestest.NeedTools(t, "cmake", "ninja", "cc")
+	testenv.NeedTools(t, "cmake", "ninja", "cc")
 	demo, _ := filepath.Abs("testdata/demo")
 	dir := t.TempDir()
 	for _, name := range []string{"demo", "user"} {

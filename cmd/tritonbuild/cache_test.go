@@ -14,13 +14,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // With `cache: {registry: REF}` in build.yaml, one machine's build pushes
 // its trees and a machine with a cold store (same store path) plans them as
 // "cached (remote)" and pulls instead of building.
 func TestBinaryCacheThroughBuildYAML(t *testing.T) {
-	imagestest.NeedTools(t, "docker-registry")
+	testenv.NeedTools(t, "docker-registry")
 	reg := imagestest.StartRegistry(t)
 	proj, _, release := slowProject(t)
 	os.WriteFile(release, nil, 0o644) // the fixture build runs straight through

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/scaffold"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // The custom-operator workflow on real components: `tritonbuild new op`
@@ -208,24 +209,15 @@ func TestNewOpCommand(t *testing.T) {
 	}
 }
 
-// requireCustomOpTools skips, saying why, when a component the test builds
-// with is missing.
+// requireCustomOpTools ends the test through testenv (skip here, fail in
+// CI), saying why, when a component the test builds with is missing.
 func requireCustomOpTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"cmake", "ninja", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (.ci/run installs it)", tool)
-		}
-	}
-	for _, f := range []string{"/usr/lib/llvm-15/bin/clang++", "/usr/lib/llvm-15/bin/llvm-config",
-		"/usr/include/torch/csrc/api/include/torch/version.h", "/usr/bin/python3"} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("%s missing: install clang-15 llvm-15-dev libtorch-dev python3-torch (.ci/run does)", f)
-		}
-	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
-		t.Skipf("/usr/bin/python3 cannot import torch (install python3-torch): %v %s", err, lastLines(string(out), 2))
-	}
+	testenv.NeedTools(t, "cmake", "ninja", "go")
+	testenv.NeedFiles(t, "install clang-15 llvm-15-dev libtorch-dev python3-torch (.ci/run does)",
+		"/usr/lib/llvm-15/bin/clang++", "/usr/lib/llvm-15/bin/llvm-config",
+		"/usr/include/torch/csrc/api/include/torch/version.h", "/usr/bin/python3")
+	testenv.NeedPython(t, "/usr/bin/python3", "torch")
 }
 
 // snapshotSource copies the committed tritonbuild tree to dir, which the

@@ -37,6 +37,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // hostPython is the distribution interpreter with torch and numpy (the
@@ -55,7 +56,7 @@ func examplesDir(t *testing.T) string {
 			return abs
 		}
 	}
-	imagestest.Unavailable(t, "the report's examples (shared/examples/make_model.py) are not beside the checkout; set TRITONBUILD_EXAMPLES")
+	testenv.Unavailable(t, "the report's examples (shared/examples/make_model.py) are not beside the checkout; set TRITONBUILD_EXAMPLES")
 	return ""
 }
 
@@ -87,11 +88,11 @@ func systemImages(t *testing.T) *systemBuild {
 	if testing.Short() {
 		t.Skip("skipping the system-profile build in -short mode")
 	}
-	imagestest.NeedRoot(t, "unpacking and chrooting into images")
-	imagestest.NeedTools(t, "git", "go", "skopeo", "umoci")
+	testenv.NeedRoot(t, "unpacking and chrooting into images")
+	testenv.NeedTools(t, "git", "go", "skopeo", "umoci")
 	for _, p := range []string{"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so", "/usr/lib/llvm-15/bin/clang", hostPython} {
 		if _, err := os.Stat(p); err != nil {
-			imagestest.Unavailable(t, "the system profile needs %s (libtorch-dev, clang-15, python3-torch): %v", p, err)
+			testenv.Unavailable(t, "the system profile needs %s (libtorch-dev, clang-15, python3-torch): %v", p, err)
 		}
 	}
 	examples := examplesDir(t)
@@ -822,12 +823,12 @@ func TestIntegrationImageBadInputs(t *testing.T) {
 		}
 	})
 	t.Run("full disk", func(t *testing.T) {
-		imagestest.NeedTools(t, "mount", "umount")
+		testenv.NeedTools(t, "mount", "umount")
 		dir := t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := imagestest.Run(ctx, "mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir); err != nil {
-			imagestest.Unavailable(t, "cannot mount a tmpfs: %v", err)
+			testenv.Unavailable(t, "cannot mount a tmpfs: %v", err)
 		}
 		t.Cleanup(func() {
 			if _, err := imagestest.Run(context.Background(), "umount", dir); err != nil {

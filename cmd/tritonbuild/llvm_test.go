@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
@@ -19,11 +20,7 @@ func TestLLVMRealSourcesPartialBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the real LLVM build (about 10 minutes)")
 	}
-	for _, tool := range []string{"cmake", "ninja", "apt-get", "c++"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (.ci/run installs it)", tool)
-		}
-	}
+	testenv.NeedTools(t, "cmake", "ninja", "apt-get", "c++")
 	proj := t.TempDir()
 	store := filepath.Join(proj, "store")
 	os.MkdirAll(store, 0o755)
@@ -39,7 +36,7 @@ func TestLLVMRealSourcesPartialBuild(t *testing.T) {
 	if _, stderr, err := run(t, proj, "fetch", "llvm"); err != nil {
 		for _, sign := range []string{"Could not resolve", "Temporary failure resolving", "Could not connect", "Network is unreachable", "no archive host"} {
 			if strings.Contains(stderr, sign) {
-				t.Skipf("the distribution's archive is unreachable: %s", lastLines(stderr, 3))
+				testenv.Unavailable(t, "the distribution's archive is unreachable: %s", lastLines(stderr, 3))
 			}
 		}
 		t.Fatalf("fetch llvm 15.0.6 through apt: %v\n%s", err, stderr)
@@ -107,9 +104,8 @@ func TestLLVMRealSourcesPartialBuild(t *testing.T) {
 // toolchain, a downstream recipe declaring `toolchain: llvm` is compiled by
 // that clang, and the probe rejects a prefix that fails a check.
 func TestExternalLLVMToolchain(t *testing.T) {
-	if _, err := os.Stat("/usr/lib/llvm-15/bin/clang"); err != nil {
-		t.Skip("the distribution's clang-15 is not installed (.ci/run installs llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools)")
-	}
+	testenv.NeedFiles(t, "the distribution's clang-15 (.ci/run installs llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools)",
+		"/usr/lib/llvm-15/bin/clang")
 	proj := t.TempDir()
 	src := filepath.Join(proj, "src")
 	os.MkdirAll(src, 0o755)

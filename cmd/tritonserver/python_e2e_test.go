@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	inference "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
@@ -32,9 +33,7 @@ import (
 func seedRepo(t *testing.T, variant string) string {
 	t.Helper()
 	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch, numpy").Run(); err != nil {
-		t.Skipf("%s cannot import torch and numpy (.ci/run installs python3-torch python3-numpy): %v", py, err)
-	}
+	testenv.NeedPython(t, py, "torch", "numpy")
 	repo := filepath.Join(t.TempDir(), "model_repository")
 	if out, err := exec.Command("cp", "-r", filepath.Join("../../runtime/python/testdata", variant), repo).CombinedOutput(); err != nil {
 		t.Fatalf("copy: %v %s", err, out)

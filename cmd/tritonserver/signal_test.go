@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
@@ -53,9 +54,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts python stubs")
 	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import numpy").Run(); err != nil {
-		t.Skipf("/usr/bin/python3 cannot import numpy (.ci/run installs python3-numpy): %v", err)
-	}
+	testenv.NeedPython(t, "/usr/bin/python3", "numpy")
 	bin := filepath.Join(t.TempDir(), "tritonserver")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

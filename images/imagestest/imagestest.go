@@ -3,9 +3,8 @@
 // the Docker engine, skopeo, umoci and chroot. It does not import package
 // images, so any package's tests can use it.
 //
-// Missing tools skip the test with the reason; with the environment variable
-// TRITONBUILD_REQUIRE_INTEGRATION=1 (set by CI) they fail it instead, so an
-// integration test can never pass silently where it must run.
+// A missing tool ends the test through internal/testenv: skipped with the
+// reason on a developer's machine, failed in CI.
 package imagestest
 
 import (
@@ -24,38 +23,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
-
-// RequireEnv makes missing tools fatal instead of skipping when set to 1.
-const RequireEnv = "TRITONBUILD_REQUIRE_INTEGRATION"
-
-// Unavailable skips (or, under RequireEnv, fails) the test with reason.
-func Unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	reason := fmt.Sprintf(format, args...)
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("%s (required because %s=1)", reason, RequireEnv)
-	}
-	t.Skip("skipping: " + reason)
-}
-
-// NeedTools checks that each tool is on PATH.
-func NeedTools(t testing.TB, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			Unavailable(t, "%s is not installed: %v", tool, err)
-		}
-	}
-}
-
-// NeedRoot checks that the test runs as root (chroot, mount).
-func NeedRoot(t testing.TB, why string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		Unavailable(t, "%s needs root", why)
-	}
-}
 
 // Run runs a command and returns its stdout; a failure includes stderr.
 func Run(ctx context.Context, name string, args ...string) ([]byte, error) {
@@ -108,7 +78,7 @@ type RegistryOptions struct {
 // StartRegistryWith is StartRegistry with options.
 func StartRegistryWith(t testing.TB, o RegistryOptions) *Registry {
 	t.Helper()
-	NeedTools(t, "docker-registry")
+	testenv.NeedTools(t, "docker-registry")
 	dir := t.TempDir()
 	root := filepath.Join(dir, "storage")
 	var lastErr error
@@ -194,7 +164,7 @@ func waitHTTP(url string, exited <-chan error, timeout time.Duration) error {
 // "oci:DIR:TAG", "docker://HOST/REPO@DIGEST") and decodes the answer.
 func SkopeoInspect(t testing.TB, ref string, extra ...string) map[string]any {
 	t.Helper()
-	NeedTools(t, "skopeo")
+	testenv.NeedTools(t, "skopeo")
 	args := append([]string{"inspect"}, extra...)
 	out := MustRun(t, "skopeo", append(args, ref)...)
 	var v map[string]any
@@ -208,8 +178,8 @@ func SkopeoInspect(t testing.TB, ref string, extra ...string) map[string]any {
 // a new bundle and returns the bundle's rootfs directory.
 func UmociUnpack(t testing.TB, dir, tag string) string {
 	t.Helper()
-	NeedTools(t, "umoci")
-	NeedRoot(t, "umoci unpack with the image's owners")
+	testenv.NeedTools(t, "umoci")
+	testenv.NeedRoot(t, "umoci unpack with the image's owners")
 	bundle := filepath.Join(t.TempDir(), "bundle")
 	MustRun(t, "umoci", "unpack", "--image", dir+":"+tag, bundle)
 	return filepath.Join(bundle, "rootfs")
@@ -221,8 +191,8 @@ func UmociUnpack(t testing.TB, dir, tag string) string {
 // through /proc/self/exe.
 func RunChroot(ctx context.Context, t testing.TB, rootfs string, env []string, argv ...string) (string, error) {
 	t.Helper()
-	NeedTools(t, "chroot", "env")
-	NeedRoot(t, "chroot")
+	testenv.NeedTools(t, "chroot", "env")
+	testenv.NeedRoot(t, "chroot")
 	chroot, _ := exec.LookPath("chroot") // env -i clears PATH
 	procDir := filepath.Join(rootfs, "proc")
 	if err := os.MkdirAll(procDir, 0o555); err != nil {
@@ -256,11 +226,11 @@ type Docker struct {
 // NewDocker checks that the docker CLI exists and the engine answers.
 func NewDocker(t testing.TB) *Docker {
 	t.Helper()
-	NeedTools(t, "docker")
+	testenv.NeedTools(t, "docker")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := Run(ctx, "docker", "version", "--format", "{{.Server.Version}}"); err != nil {
-		Unavailable(t, "the Docker engine does not answer: %v", err)
+		testenv.Unavailable(t, "the Docker engine does not answer: %v", err)
 	}
 	d := &Docker{t: t}
 	t.Cleanup(func() {
@@ -334,7 +304,7 @@ func (d *Docker) Inspect(image string) ImageInspect {
 // /dev/urandom).
 func PrepareRootfs(t testing.TB, rootfs string) {
 	t.Helper()
-	NeedRoot(t, "mounting /proc and making device nodes in a rootfs")
+	testenv.NeedRoot(t, "mounting /proc and making device nodes in a rootfs")
 	for _, d := range []struct {
 		name         string
 		major, minor uint32
@@ -376,8 +346,8 @@ func PrepareRootfs(t testing.TB, rootfs string) {
 // the host's LD_LIBRARY_PATH or PATH leaks in.
 func ChrootCommand(ctx context.Context, t testing.TB, rootfs string, env []string, argv ...string) *exec.Cmd {
 	t.Helper()
-	NeedTools(t, "chroot", "env")
-	NeedRoot(t, "chroot")
+	testenv.NeedTools(t, "chroot", "env")
+	testenv.NeedRoot(t, "chroot")
 	chroot, _ := exec.LookPath("chroot") // env -i clears PATH
 	args := append([]string{"-i"}, env...)
 	args = append(args, chroot, rootfs)

@@ -15,19 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 // systemPython is the interpreter with numpy (and torch) that the tests use.
 const systemPython = "/usr/bin/python3"
 
-// requirePython skips when the system interpreter cannot run the stub at
-// all; CI installs python3-numpy, so there the tests run.
+// requirePython ends the test (testenv: skip here, fail in CI) when the
+// system interpreter cannot run the stub at all.
 func requirePython(t *testing.T) {
 	t.Helper()
-	if err := exec.Command(systemPython, "-c", "import numpy").Run(); err != nil {
-		t.Skipf("%s cannot import numpy (%v): the python backend cannot run here", systemPython, err)
-	}
+	testenv.NeedPython(t, systemPython, "numpy")
 }
 
 // requireTorch fails (does not skip) without torch: CI installs

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
@@ -69,7 +70,7 @@ func torchPython(t *testing.T) string {
 		}
 	})
 	if fixtures.pyErr != nil {
-		t.Skipf("no python with torch at %s (set TBTORCH_PYTHON; Debian: apt-get install python3-torch): %v", fixtures.py, fixtures.pyErr)
+		testenv.Unavailable(t, "no python with torch at %s (set TBTORCH_PYTHON; Debian: apt-get install python3-torch): %v", fixtures.py, fixtures.pyErr)
 	}
 	return fixtures.py
 }
@@ -128,7 +129,7 @@ func makeModelScript(t *testing.T) string {
 	t.Helper()
 	p, err := findMakeModel()
 	if errors.Is(err, errNoMakeModel) {
-		t.Skip(err)
+		testenv.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +436,7 @@ func TestBadOpLibrary(t *testing.T) {
 func TestCustomOpLibrary(t *testing.T) {
 	lib := filepath.Join(filepath.Dir(LibraryPath()), "libtbtorch_testops.so")
 	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("test op library not built next to %s (cmake -DTBTORCH_TEST_OPS=ON): %v", LibraryPath(), err)
+		testenv.Unavailable(t, "test op library not built next to %s (cmake -DTBTORCH_TEST_OPS=ON): %v", LibraryPath(), err)
 	}
 	dir := t.TempDir()
 	vdir := filepath.Join(dir, "custom", "1")
@@ -582,11 +583,12 @@ func BenchmarkForward(b *testing.B) {
 	}
 	script, err := findMakeModel()
 	if err != nil {
-		b.Skip(err)
+		testenv.Unavailable(b, "%v", err)
 	}
+	testenv.NeedPython(b, py, "torch")
 	model := filepath.Join(b.TempDir(), "model.pt")
 	if out, err := exec.Command(py, script, model).CombinedOutput(); err != nil {
-		b.Skipf("making simple_linear with %s: %v\n%s", py, err, out)
+		b.Fatalf("making simple_linear with %s: %v\n%s", py, err, out)
 	}
 	mod, err := LoadModule(ModuleOptions{Path: model, IntraOpThreads: 1})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 func TestCRC64MatchesGo(t *testing.T) {
@@ -27,7 +29,7 @@ func TestCRC64MatchesGo(t *testing.T) {
 // small output steps, and checks what a stalled decoder reports.
 func TestDecodeRawLZMA2(t *testing.T) {
 	if !Available() {
-		t.Skip("built without cgo: liblzma is not linked in")
+		testenv.Unavailable(t, "built without cgo: liblzma is not linked in")
 	}
 	want := bytes.Repeat([]byte("tritonbuild decodes LZMA2 with liblzma\n"), 5000)
 	cmd := exec.Command("xz", "-c", "--format=raw", "--lzma2=dict=64KiB")
@@ -75,7 +77,7 @@ func TestDecodeRawLZMA2(t *testing.T) {
 // back, as xz -dc accepts) and refuses truncated or extended ones.
 func TestReaderWholeFiles(t *testing.T) {
 	if !Available() {
-		t.Skip("built without cgo: liblzma is not linked in")
+		testenv.Unavailable(t, "built without cgo: liblzma is not linked in")
 	}
 	a := bytes.Repeat([]byte("first stream\n"), 20000)
 	b := bytes.Repeat([]byte("second stream\n"), 10000)
