@@ -104,12 +104,18 @@ func FetchApt(ctx context.Context, spec AptSpec, cache Cache, opts Options) (str
 		}
 		_, err = a.run(ctx, dl, "source", "--download-only", "--only-source", id)
 	}
-	if err != nil {
-		return "", fmt.Errorf("apt source %s: %w", id, err)
-	}
 	file := filepath.Join(dl, spec.File)
-	fi, err := os.Stat(file)
+	fi, statErr := os.Stat(file)
 	if err != nil {
+		if statErr != nil {
+			return "", fmt.Errorf("apt source %s: %w", id, err)
+		}
+		// apt fails the whole call when any file of the source package
+		// fails (a mirror missing the .debian.tar.xz, say). The file we
+		// want arrived; its sha256 decides whether it is usable.
+		fmt.Fprintf(opts.log(), "apt source %s: %v; %s itself was downloaded, checking its sha256\n", id, err, spec.File)
+	}
+	if statErr != nil {
 		return "", fmt.Errorf("apt source %s: apt downloaded no file %q (it got: %s)", id, spec.File, listDir(dl))
 	}
 	opts.report(Update{Name: spec.File, Complete: fi.Size(), Total: fi.Size()})

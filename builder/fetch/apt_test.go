@@ -130,6 +130,10 @@ case " $* " in
 *" update "*) echo "Hit:1 scripted"; exit 0 ;;
 *" source "*)
 	if [ "$last" = hello=2.10-3 ]; then cp '` + served + `'/* . && echo "Download complete"; exit 0; fi
+	# A mirror that lacks the debian tarball: the rest arrives, apt fails.
+	if [ "$last" = hello=2.10-4 ]; then cp '` + served + `'/*.orig.* .
+		echo "E: Failed to fetch http://mirror.invalid/hello_2.10-4.debian.tar.xz  404  Not Found" >&2
+		echo "E: Failed to fetch some archives." >&2; exit 100; fi
 	echo "Reading package lists..."
 	echo "E: Can not find version '${last#*=}' of package '${last%%=*}'" >&2
 	echo "E: Unable to find a source package for ${last%%=*}" >&2
@@ -257,6 +261,25 @@ func TestFetchAptErrors(t *testing.T) {
 		calls := aptCalls(t, log)
 		if err == nil || len(calls) != 3 || !strings.HasSuffix(calls[1], " update") {
 			t.Errorf("err %v, calls:\n%s", err, strings.Join(calls, "\n"))
+		}
+	})
+	t.Run("another file of the package is missing", func(t *testing.T) {
+		c := Cache{Dir: t.TempDir()}
+		p, err := FetchApt(ctx, AptSpec{Package: "hello", Version: "2.10-4", File: "hello_2.10.orig.tar.gz", SHA256: origSHA}, c, opts)
+		if err != nil {
+			t.Fatalf("the wanted file arrived, but: %v", err)
+		}
+		checkCached(t, c, p, origSHA, orig)
+		// What arrived is still checked.
+		_, err = FetchApt(ctx, AptSpec{Package: "hello", Version: "2.10-4", File: "hello_2.10.orig.tar.gz", SHA256: otherSHA}, Cache{Dir: t.TempDir()}, opts)
+		var ce *ChecksumError
+		if !errors.As(err, &ce) {
+			t.Fatalf("want ChecksumError, got %v", err)
+		}
+		// The wanted file itself missing: apt's complaint is the error.
+		_, err = FetchApt(ctx, AptSpec{Package: "hello", Version: "2.10-4", File: "hello_2.10-4.debian.tar.xz", SHA256: origSHA}, Cache{Dir: t.TempDir()}, opts)
+		if err == nil || !strings.Contains(err.Error(), "404  Not Found") {
+			t.Fatalf("error %v, want apt's 404", err)
 		}
 	})
 	t.Run("bad spec", func(t *testing.T) {
