@@ -152,6 +152,7 @@ func (r *Recipe) check(d *doc) ErrorList {
 			}
 		}
 		errs = append(errs, checkSource(d, f+".source", &v.Source)...)
+		errs = append(errs, checkPackages(d, f+".host_packages", v.HostPackages)...)
 		for j, p := range v.Patches {
 			errs = append(errs, checkPatch(d, fmt.Sprintf("%s.patches[%d]", f, j), p)...)
 		}
@@ -159,6 +160,7 @@ func (r *Recipe) check(d *doc) ErrorList {
 	for j, p := range r.Patches {
 		errs = append(errs, checkPatch(d, fmt.Sprintf("patches[%d]", j), p)...)
 	}
+	errs = append(errs, checkPackages(d, "host_packages", r.HostPackages)...)
 	for i, dep := range r.Depends {
 		if dep.Name == "" {
 			add(fmt.Sprintf("depends[%d]", i), "missing required field name")
@@ -370,6 +372,20 @@ func checkSource(d *doc, f string, s *Source) ErrorList {
 	}
 	if s.SHA256 != "" && !sha256RE.MatchString(s.SHA256) {
 		add(f+".sha256", "sha256 %q is not 64 lowercase hex digits", s.SHA256)
+	}
+	return errs
+}
+
+// debPackageRE is Debian policy's package name: lowercase letters, digits,
+// '+', '-' and '.', at least two characters, starting alphanumeric.
+var debPackageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+func checkPackages(d *doc, f string, pkgs []string) ErrorList {
+	var errs ErrorList
+	for i, p := range pkgs {
+		if !debPackageRE.MatchString(p) {
+			errs = append(errs, d.errAt(fmt.Sprintf("%s[%d]", f, i), "invalid package name %q (a distribution package: lowercase letters, digits, '+', '-', '.')", p))
+		}
 	}
 	return errs
 }

@@ -16,6 +16,7 @@ func TestBadRecipes(t *testing.T) {
 	cases := map[string]string{
 		"badenum.yaml":      `testdata/bad/badenum.yaml:9:14: options.mode.default: "huge" is not one of fast, small`,
 		"badgenerator.yaml": `testdata/bad/badgenerator.yaml:7:16: build.cmake.generator: unknown generator "Xcode" (want Ninja or "Unix Makefiles")`,
+		"badpackage.yaml":   `testdata/bad/badpackage.yaml:5:33: versions[0].host_packages[1]: invalid package name "libfmt dev" (a distribution package: lowercase letters, digits, '+', '-', '.')`,
 		"badref.yaml":       `testdata/bad/badref.yaml:11:26: build.cmake.defines.BUILD_SHARED_LIBS: reference ${options.shraed} names option "shraed", which the recipe does not declare`,
 		"badsha.yaml":       `testdata/bad/badsha.yaml:6:15: versions[0].source.sha256: sha256 "DEADBEEF" is not 64 lowercase hex digits`,
 		"badsize.yaml":      `testdata/bad/badsize.yaml:8:12: memory.compile: invalid size "lots" (want e.g. 512MiB, 1.5GiB)`,

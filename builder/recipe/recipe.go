@@ -41,6 +41,12 @@ type Recipe struct {
 	Disk ByteSize `yaml:"disk" json:"disk,omitempty"`
 	// Probe decides whether an installed copy may stand in as an external.
 	Probe *Probe `yaml:"probe" json:"probe,omitempty"`
+	// HostPackages are the distribution packages (Debian names) a build of
+	// any version needs installed on the machine: the system libraries
+	// CMake finds, the modules of code generators. A version adds its own.
+	// doctor checks them; a build stops before fetching when one is
+	// missing, with the apt-get line that installs it.
+	HostPackages []string `yaml:"host_packages" json:"host_packages,omitempty"`
 
 	// file is where the recipe came from ("recipes/llvm.yaml" or a path);
 	// baseDir is what relative local sources and patches resolve against.
@@ -63,6 +69,8 @@ type Version struct {
 	// Epoch is the release date of the pinned source (Unix seconds); it is
 	// the default SOURCE_DATE_EPOCH for reproducible output.
 	Epoch int64 `yaml:"epoch" json:"epoch,omitempty"`
+	// HostPackages are what this version needs besides the recipe's.
+	HostPackages []string `yaml:"host_packages" json:"host_packages,omitempty"`
 }
 
 // Source says where a version's code comes from. Exactly one of URL, Git,
@@ -353,6 +361,18 @@ func (r *Recipe) DefaultVersion() *Version {
 		}
 	}
 	return &r.Versions[0]
+}
+
+// HostPackagesOf returns the distribution packages building version v
+// needs: the recipe's, then the version's, each once.
+func (r *Recipe) HostPackagesOf(v *Version) []string {
+	var out []string
+	for _, p := range append(append([]string{}, r.HostPackages...), v.HostPackages...) {
+		if !contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // FindVersion returns the named version or nil.
