@@ -24,6 +24,10 @@ type ProjectOptions struct {
 	Builtin        fs.FS    // the embedded built-in recipes
 	BuiltinLabel   string
 	ProjectDirHint string // where built-in local sources live (default: config dir)
+	// Sets are --set assignments applied over build.yaml and the profile
+	// (recipe.ApplySets); relative external paths resolve against the
+	// current directory.
+	Sets []string
 }
 
 // Project is a loaded build.yaml, its recipes and its store.
@@ -95,6 +99,15 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 	}
 	for name, p := range settings.Externals {
 		settings.Externals[name] = cfg.Abs(p)
+	}
+	if len(opts.Sets) > 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		if settings, err = recipe.ApplySets(settings, set, opts.Sets, wd); err != nil {
+			return nil, err
+		}
 	}
 	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: st, Dir: dir}, nil
 }

@@ -20,6 +20,7 @@ type globals struct {
 	profile string
 	recipes []string
 	store   string
+	sets    []string
 	// probed is the host probe, taken once per command: planning and the
 	// launcher both need it.
 	probed *toolchain.Host
@@ -54,6 +55,7 @@ assembles OCI images from them.`,
 	pf.StringVarP(&g.config, "config", "c", "", "project config (default: the nearest build.yaml)")
 	pf.StringVarP(&g.profile, "profile", "p", "", "named profile of build.yaml to apply")
 	pf.StringArrayVar(&g.recipes, "recipes", nil, "directory of user recipes overriding built-ins by name (repeatable)")
+	pf.StringArrayVar(&g.sets, "set", nil, "override a setting of build.yaml and the profile: "+recipe.SetSyntax+" (repeatable)")
 	pf.StringVar(&g.store, "store", "", "store directory (default: build.yaml's store, $TRITONBUILD_STORE, or the user cache dir)")
 	root.AddCommand(
 		newPlanCmd(g), newFetchCmd(g), newBuildCmd(g), newAllCmd(g), newInstallCmd(g),
@@ -102,6 +104,7 @@ func (g *globals) open() (*builder.Project, error) {
 		Profile:        g.profile,
 		RecipeDirs:     g.recipes,
 		StoreDir:       g.store,
+		Sets:           g.sets,
 		Builtin:        recipes.FS(),
 		BuiltinLabel:   "recipes",
 		ProjectDirHint: filepath.Dir(abs),
