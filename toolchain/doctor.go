@@ -38,6 +38,9 @@ type NodeNeed struct {
 	MemoryPerJob int64 `json:"memory_per_job"`
 	// Dir is where it builds; "" means the first of DoctorOptions.Probe.Dirs.
 	Dir string `json:"dir,omitempty"`
+	// Packages are the distribution packages its build needs installed
+	// (the recipe's host_packages).
+	Packages []string `json:"packages,omitempty"`
 }
 
 // DoctorOptions configures Doctor.
@@ -114,6 +117,13 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 		return nil, fmt.Errorf("doctor: %w", err)
 	}
 	pkgs := AptPackages()
+	for _, n := range opts.Nodes {
+		for _, p := range n.Packages {
+			if !contains(pkgs, p) {
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
 	r := &Report{Host: h, AptGet: "apt-get install -y " + strings.Join(pkgs, " ")}
 	missingPkgs := map[string]bool{}
 	for _, t := range h.Tools {
@@ -137,8 +147,10 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 			query = dpkgInstalled
 		}
 	}
+	var installed map[string]bool
 	if query != nil {
-		installed, err := query(ctx, pkgs)
+		var err error
+		installed, err = query(ctx, pkgs)
 		c := Check{Name: "packages", OK: true}
 		if err != nil {
 			c.OK, c.Detail = false, fmt.Sprintf("cannot tell which packages are installed: %v", err)
@@ -190,11 +202,36 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 				Detail: fmt.Sprintf("needs %s at %s, %s free", FormatBytes(n.DiskBytes), dir, FormatBytes(nc.DiskFree))},
 			Check{Name: "memory for " + n.Name, OK: nc.MemoryOK, Hard: true,
 				Detail: fmt.Sprintf("needs %s per job, %s usable; %s", FormatBytes(n.MemoryPerJob), FormatBytes(h.Memory.Usable), nc.Plan.Reason)})
+		if len(n.Packages) > 0 {
+			r.Checks = append(r.Checks, nodePackagesCheck(n, installed))
+		}
 	}
 	if opts.Distcc != nil {
 		r.Checks = append(r.Checks, DistccChecks(ctx, *opts.Distcc, opts.Compiler)...)
 	}
 	return r, nil
+}
+
+// nodePackagesCheck is hard: a build without its libraries fails deep in
+// its configure step. Without a package database it can only warn.
+func nodePackagesCheck(n NodeNeed, installed map[string]bool) Check {
+	c := Check{Name: "packages for " + n.Name, Hard: installed != nil}
+	if installed == nil {
+		c.Detail = "cannot tell whether these are installed: " + strings.Join(n.Packages, " ")
+		return c
+	}
+	var miss []string
+	for _, p := range n.Packages {
+		if !installed[p] {
+			miss = append(miss, p)
+		}
+	}
+	if len(miss) > 0 {
+		c.Detail = "not installed: " + strings.Join(miss, " ")
+		return c
+	}
+	c.OK, c.Detail = true, fmt.Sprintf("all %d installed", len(n.Packages))
+	return c
 }
 
 func contains(list []string, s string) bool {

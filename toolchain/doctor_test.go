@@ -107,3 +107,50 @@ export LD_LIBRARY_PATH='/opt/llvm 15/lib':/opt/triton/lib${LD_LIBRARY_PATH:+:"$L
 		t.Error("LLVM_PATH exported without an LLVM prefix")
 	}
 }
+
+// A node's host packages join the package check and the apt-get lines, and
+// a missing one fails the report (the build would fail in configure).
+func TestDoctorNodePackages(t *testing.T) {
+	bin := t.TempDir()
+	for _, tool := range []string{"cc", "c++", "cmake", "make", "git", "python3", "patch", "xz", "ninja"} {
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte("#!/bin/sh\necho '"+tool+" 1.2.3'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installed := func(ctx context.Context, pkgs []string) (map[string]bool, error) {
+		got := map[string]bool{}
+		for _, p := range pkgs {
+			got[p] = p != "libsleef-dev"
+		}
+		return got, nil
+	}
+	r, err := Doctor(context.Background(), DoctorOptions{
+		Probe:         ProbeOptions{Root: "testdata/v1", PATH: bin, Dirs: []string{t.TempDir()}},
+		Nodes:         []NodeNeed{{Name: "pytorch", Packages: []string{"libfmt-dev", "libsleef-dev"}}, {Name: "zlib"}},
+		QueryPackages: installed,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() {
+		t.Error("report OK with a node's package missing")
+	}
+	var got *Check
+	for i := range r.Checks {
+		if r.Checks[i].Name == "packages for pytorch" {
+			got = &r.Checks[i]
+		}
+		if r.Checks[i].Name == "packages for zlib" {
+			t.Error("a node without host packages got a package check")
+		}
+	}
+	if got == nil || got.OK || !got.Hard || got.Detail != "not installed: libsleef-dev" {
+		t.Errorf("packages for pytorch: %+v", got)
+	}
+	if r.AptGetMissing != "apt-get install -y libsleef-dev" {
+		t.Errorf("AptGetMissing = %q", r.AptGetMissing)
+	}
+	if !strings.HasSuffix(r.AptGet, " ninja-build libfmt-dev libsleef-dev") {
+		t.Errorf("AptGet = %q", r.AptGet)
+	}
+}

@@ -44,8 +44,8 @@ type Recipe struct {
 	// HostPackages are the distribution packages (Debian names) a build of
 	// any version needs installed on the machine: the system libraries
 	// CMake finds, the modules of code generators. A version adds its own.
-	// doctor checks them; a build stops before fetching when one is
-	// missing, with the apt-get line that installs it.
+	// doctor checks them and prints the apt-get line that installs what is
+	// missing.
 	HostPackages []string `yaml:"host_packages" json:"host_packages,omitempty"`
 
 	// file is where the recipe came from ("recipes/llvm.yaml" or a path);

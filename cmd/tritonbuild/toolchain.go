@@ -66,7 +66,8 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				if n.Status != builder.StatusBuild {
 					continue
 				}
-				nodes = append(nodes, toolchain.NodeNeed{Name: n.Name, DiskBytes: int64(n.Recipe.Disk), MemoryPerJob: int64(n.Recipe.Memory.Compile), Dir: p.Store.Root})
+				nodes = append(nodes, toolchain.NodeNeed{Name: n.Name, DiskBytes: int64(n.Recipe.Disk), MemoryPerJob: int64(n.Recipe.Memory.Compile), Dir: p.Store.Root,
+					Packages: n.Recipe.HostPackagesOf(n.Ver)})
 			}
 			dc, err := p.Settings.Distribute.Config()
 			if err != nil {
