@@ -263,6 +263,9 @@ type progressReader struct {
 	last        int64
 }
 
+// progressStep is how many bytes pass between progress reports.
+const progressStep = 8 << 20
+
 func (r *progressReader) Read(b []byte) (int, error) {
 	if err := r.img.ctx.Err(); err != nil {
 		return 0, err

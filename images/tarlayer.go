@@ -24,6 +24,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
@@ -217,35 +218,11 @@ func (c *countingHash) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// progressWriter reports the uncompressed content bytes written so far,
-// at most every progressStep bytes, and stops the copy when ctx is done.
-type progressWriter struct {
-	ctx        context.Context
-	w          io.Writer
-	report     func(done int64)
-	done, last int64
-}
-
-const progressStep = 8 << 20
-
-func (p *progressWriter) Write(b []byte) (int, error) {
-	if err := p.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := p.w.Write(b)
-	p.done += int64(n)
-	if p.report != nil && p.done-p.last >= progressStep {
-		p.last = p.done
-		p.report(p.done)
-	}
-	return n, err
-}
-
 // writeLayer writes spec as a gzip-compressed tar to dst (atomically, through
-// a temporary file next to it) and returns its digests and sizes. Every
-// header field that could vary between machines is fixed: owners come from
-// the entries, times are the epoch, no user or group names, no access or
-// change times, and the gzip header carries no name and a zero time.
+// a temporary file next to it) and returns its digests and sizes. The tar is
+// archive.WriteTar's (owners from the entries, times the epoch, no user or
+// group names, no access or change times) and the gzip header carries no
+// name and a zero time.
 func writeLayer(ctx context.Context, spec *layerSpec, epoch time.Time, level int, dst string, report func(done, total int64)) (layerInfo, error) {
 	var info layerInfo
 	var total int64
@@ -269,50 +246,16 @@ func writeLayer(ctx context.Context, spec *layerSpec, epoch time.Time, level int
 		return info, fmt.Errorf("layer %s: %w", spec.label, err)
 	}
 	uncomp := &countingHash{h: sha256.New()}
-	tw := tar.NewWriter(io.MultiWriter(gz, uncomp))
-	pw := &progressWriter{ctx: ctx, w: tw}
+	topts := archive.TarOptions{ModTime: epoch}
 	if report != nil {
-		pw.report = func(done int64) { report(done, total) }
+		topts.Progress = func(done int64) { report(done, total) }
 	}
-	buf := make([]byte, 1<<20)
-	mtime := epoch.UTC().Truncate(time.Second)
-	for _, e := range spec.entries {
-		if err := ctx.Err(); err != nil {
-			return info, err
-		}
-		hdr := &tar.Header{
-			Typeflag: e.typ,
-			Name:     e.name,
-			Linkname: e.link,
-			Mode:     e.mode,
-			Uid:      e.uid,
-			Gid:      e.gid,
-			Size:     e.size,
-			ModTime:  mtime,
-		}
-		if e.typ == tar.TypeDir {
-			hdr.Name += "/"
-		}
-		if e.typ != tar.TypeReg {
-			hdr.Size = 0
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return info, fmt.Errorf("layer %s: writing header of %s: %w", spec.label, e.name, err)
-		}
-		if e.typ != tar.TypeReg {
-			continue
-		}
-		if e.src == "" {
-			if _, err := pw.Write(e.data); err != nil {
-				return info, fmt.Errorf("layer %s: writing %s: %w", spec.label, e.name, err)
-			}
-			continue
-		}
-		if err := copyFile(pw, e.src, e.size, buf); err != nil {
-			return info, fmt.Errorf("layer %s: %w", spec.label, err)
-		}
+	entries := make([]archive.Entry, len(spec.entries))
+	for i, e := range spec.entries {
+		entries[i] = archive.Entry{Name: e.name, Type: e.typ, Mode: e.mode, UID: e.uid, GID: e.gid,
+			Size: e.size, Src: e.src, Data: e.data, Link: e.link}
 	}
-	if err := tw.Close(); err != nil {
+	if err := archive.WriteTar(ctx, io.MultiWriter(gz, uncomp), entries, topts); err != nil {
 		return info, fmt.Errorf("layer %s: %w", spec.label, err)
 	}
 	if err := gz.Close(); err != nil {
@@ -336,38 +279,6 @@ func writeLayer(ctx context.Context, spec *layerSpec, epoch time.Time, level int
 	info.Size = comp.n
 	info.USize = uncomp.n
 	return info, nil
-}
-
-// FileChangedError reports a file whose size changed between listing a tree
-// and writing its layer.
-type FileChangedError struct {
-	Path       string
-	Want, Have int64
-}
-
-func (e *FileChangedError) Error() string {
-	return fmt.Sprintf("%s changed while writing its layer: listed %d bytes, read %d", e.Path, e.Want, e.Have)
-}
-
-// copyFile streams exactly size bytes of src into w.
-func copyFile(w io.Writer, src string, size int64, buf []byte) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	n, err := io.CopyBuffer(w, io.LimitReader(f, size), buf)
-	if err != nil {
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	if n != size {
-		return &FileChangedError{Path: src, Want: size, Have: n}
-	}
-	var one [1]byte
-	if m, _ := f.Read(one[:]); m > 0 {
-		return &FileChangedError{Path: src, Want: size, Have: size + 1}
-	}
-	return nil
 }
 
 // fileLayer is a v1.Layer backed by a compressed layer file whose digests were

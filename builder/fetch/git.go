@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
 )
 
@@ -263,8 +264,7 @@ func tail(b []byte, n int) string {
 // writeTar writes the tree at root as a deterministic tar stream (see
 // FetchGit).
 func writeTar(ctx context.Context, w io.Writer, root string) error {
-	tw := tar.NewWriter(w)
-	epoch := time.Unix(0, 0)
+	var entries []archive.Entry
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -279,46 +279,33 @@ func writeTar(ctx context.Context, w io.Writer, root string) error {
 		if err != nil {
 			return err
 		}
-		hdr := &tar.Header{Name: filepath.ToSlash(rel), ModTime: epoch}
+		ent := archive.Entry{Name: filepath.ToSlash(rel)}
 		info, err := e.Info()
 		if err != nil {
 			return err
 		}
 		switch t := info.Mode(); {
 		case t.IsDir():
-			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, hdr.Name+"/", 0o755
+			ent.Type, ent.Mode = tar.TypeDir, 0o755
 		case t&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
-			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, target, 0o777
+			ent.Type, ent.Link, ent.Mode = tar.TypeSymlink, target, 0o777
 		case t.IsRegular():
-			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, info.Size(), 0o644
+			ent.Type, ent.Size, ent.Src, ent.Mode = tar.TypeReg, info.Size(), p, 0o644
 			if t&0o111 != 0 {
-				hdr.Mode = 0o755
+				ent.Mode = 0o755
 			}
 		default:
 			return fmt.Errorf("%s: unsupported file type %v", p, t)
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-		}
+		entries = append(entries, ent)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return tw.Close()
+	return archive.WriteTar(ctx, w, entries, archive.TarOptions{ModTime: time.Unix(0, 0)})
 }

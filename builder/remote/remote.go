@@ -157,7 +157,7 @@ func Push(ctx context.Context, ref, nodeDir string, opts Options) (*Pushed, erro
 		return nil, err
 	}
 	defer os.Remove(tmp.Name())
-	if err := WriteTree(tmp, tree, m); err != nil {
+	if err := WriteTree(ctx, tmp, tree, m); err != nil {
 		tmp.Close()
 		return nil, fmt.Errorf("packing %s: %w", tree, err)
 	}
@@ -296,53 +296,31 @@ func decodeManifest(data []byte, where string) (*store.Manifest, error) {
 }
 
 // WriteTree writes the tree as a gzip'd tar with the entries of m in its
-// order. Owners are root, times are the node's epoch and the gzip header is
-// empty, so the same tree always gives the same bytes (and blob digest).
-func WriteTree(w io.Writer, root string, m *store.Manifest) error {
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	mtime := time.Unix(max(m.Epoch, 1), 0).UTC()
+// order, through archive.WriteTar: owners are 0:0 without names, modes are
+// the manifest's, times are the node's epoch and the gzip header is empty,
+// so the same tree always gives the same bytes (and blob digest). Hard
+// links are not recorded by the manifest, so each name carries its content.
+func WriteTree(ctx context.Context, w io.Writer, root string, m *store.Manifest) error {
+	entries := make([]archive.Entry, 0, len(m.Files))
 	for _, f := range m.Files {
-		hdr := &tar.Header{Name: f.Path, Mode: int64(f.Mode.Perm()), ModTime: mtime, Uname: "root", Gname: "root"}
+		e := archive.Entry{Name: f.Path, Mode: int64(f.Mode.Perm())}
 		switch {
 		case f.Mode.IsDir():
-			hdr.Typeflag, hdr.Name = tar.TypeDir, f.Path+"/"
+			e.Type = tar.TypeDir
 		case f.Mode&fs.ModeSymlink != 0:
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f.Link
+			e.Type, e.Link = tar.TypeSymlink, f.Link
 		case f.Mode.IsRegular():
-			hdr.Typeflag, hdr.Size = tar.TypeReg, f.Size
+			e.Type, e.Size, e.Src = tar.TypeReg, f.Size, filepath.Join(root, filepath.FromSlash(f.Path))
 		default:
 			return fmt.Errorf("%s: unsupported mode %s", f.Path, f.Mode)
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("%s: %w", f.Path, err)
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			if err := copyFile(tw, filepath.Join(root, filepath.FromSlash(f.Path)), f.Size); err != nil {
-				return err
-			}
-		}
+		entries = append(entries, e)
 	}
-	if err := tw.Close(); err != nil {
+	gz := gzip.NewWriter(w)
+	if err := archive.WriteTar(ctx, gz, entries, archive.TarOptions{ModTime: time.Unix(max(m.Epoch, 1), 0)}); err != nil {
 		return err
 	}
 	return gz.Close()
-}
-
-func copyFile(w io.Writer, path string, size int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	n, err := io.Copy(w, io.LimitReader(f, size))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if n != size {
-		return fmt.Errorf("%s: changed while packing (%d bytes, manifest says %d)", path, n, size)
-	}
-	return nil
 }
 
 // Pull downloads REPO:<hash> into dest (which must not exist): dest/tree

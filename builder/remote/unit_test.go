@@ -60,12 +60,12 @@ func TestWriteTreeIsDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	var one, two bytes.Buffer
-	if err := remote.WriteTree(&one, filepath.Join(dir, "tree"), m); err != nil {
+	if err := remote.WriteTree(context.Background(), &one, filepath.Join(dir, "tree"), m); err != nil {
 		t.Fatal(err)
 	}
 	// New mtimes must not change the bytes.
 	os.Chtimes(filepath.Join(dir, "tree", "bin", "x"), time1, time1)
-	if err := remote.WriteTree(&two, filepath.Join(dir, "tree"), m); err != nil {
+	if err := remote.WriteTree(context.Background(), &two, filepath.Join(dir, "tree"), m); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(one.Bytes(), two.Bytes()) {
