@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/images/imagestest"
 	"github.com/tritonbuild/tritonbuild/internal/testenv"
+	"github.com/tritonbuild/tritonbuild/internal/torchtest"
 )
 
 // hostPython is the distribution interpreter with torch and numpy (the
@@ -293,19 +293,11 @@ func testInput() []float32 {
 // the host's torch, the reference the served answers must match.
 func torchForward(t *testing.T, model string, in []float32) []float64 {
 	t.Helper()
-	data, _ := json.Marshal(in)
-	script := `import json, sys, torch
-m = torch.jit.load(sys.argv[1]).eval()
-x = torch.tensor(json.loads(sys.argv[2]), dtype=torch.float32).reshape(-1, 10)
-with torch.no_grad():
-    print(json.dumps(m(x).reshape(-1).tolist()))
-`
-	out := imagestest.MustRun(t, hostPython, "-c", script, model, string(data))
-	var want []float64
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("torch reference output %q: %v", out, err)
+	var rows [][]float32
+	for i := 0; i+10 <= len(in); i += 10 {
+		rows = append(rows, in[i:i+10])
 	}
-	return want
+	return torchtest.Forward(t, hostPython, model, rows)
 }
 
 // inferRequest is Triton's HTTP/JSON inference request.
@@ -360,18 +352,6 @@ func infer(t *testing.T, base, model string, in []float32, batched bool) []float
 		t.Fatalf("infer %s: output %s %s %v, want OUTPUT__0 FP32 %v", model, o.Name, o.Datatype, o.Shape, wantShape)
 	}
 	return o.Data
-}
-
-func assertClose(t *testing.T, what string, got, want []float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, want %d (%v vs %v)", what, len(got), len(want), got, want)
-	}
-	for i := range got {
-		if math.Abs(got[i]-want[i]) > 1e-6 {
-			t.Fatalf("%s: value %d is %v, torch gives %v (all: %v vs %v)", what, i, got[i], want[i], got, want)
-		}
-	}
 }
 
 // waitReady polls /v2/health/ready until the server answers 200, the
@@ -547,7 +527,7 @@ func TestIntegrationImageServesPytorchInChroot(t *testing.T) {
 	modelRepository(t, b, filepath.Join(rootfs, "models"), false)
 	base := serveChroot(t, rootfs, cfg)
 	in := testInput()
-	assertClose(t, "pytorch backend in chroot", infer(t, base, "simple_linear_pt", in, true), torchForward(t, b.model, in))
+	torchtest.CheckClose(t, "pytorch backend in chroot", infer(t, base, "simple_linear_pt", in, true), torchForward(t, b.model, in))
 }
 
 // The --python image also serves the report's python-backend repository
@@ -559,10 +539,10 @@ func TestIntegrationPythonImageServesReportModelInChroot(t *testing.T) {
 	base := serveChroot(t, rootfs, cfg)
 	in := testInput()
 	want := torchForward(t, b.model, in)
-	assertClose(t, "pytorch backend in chroot", infer(t, base, "simple_linear_pt", in, true), want)
+	torchtest.CheckClose(t, "pytorch backend in chroot", infer(t, base, "simple_linear_pt", in, true), want)
 	for row := 0; row < 2; row++ {
 		got := infer(t, base, "simple_linear", in[row*10:row*10+10], false)
-		assertClose(t, fmt.Sprintf("python backend in chroot, row %d", row), got, want[row*5:row*5+5])
+		torchtest.CheckClose(t, fmt.Sprintf("python backend in chroot, row %d", row), got, want[row*5:row*5+5])
 	}
 }
 
@@ -641,8 +621,8 @@ func TestIntegrationDockerRunServesReportModel(t *testing.T) {
 	})
 	in := testInput()
 	want := torchForward(t, b.model, in)
-	assertClose(t, "pytorch backend in docker", infer(t, base, "simple_linear_pt", in, true), want)
-	assertClose(t, "python backend in docker", infer(t, base, "simple_linear", in[:10], false), want[:5])
+	torchtest.CheckClose(t, "pytorch backend in docker", infer(t, base, "simple_linear_pt", in, true), want)
+	torchtest.CheckClose(t, "python backend in docker", infer(t, base, "simple_linear", in[:10], false), want[:5])
 }
 
 // `tritonbuild image --push` uploads to a real registry; pulled back by

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tritonbuild/tritonbuild/internal/testenv"
+	"github.com/tritonbuild/tritonbuild/internal/torchtest"
 	inference "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
@@ -162,18 +163,13 @@ func inferGRPC(addr string, rows [][]float32) ([][]float64, error) {
 	return got, nil
 }
 
-// torchForward computes the expected output with torch itself.
+// torchForward computes the expected output, row by row, with torch itself.
 func torchForward(t *testing.T, modelPT string, rows [][]float32) [][]float64 {
 	t.Helper()
-	in, _ := json.Marshal(rows)
-	script := fmt.Sprintf("import torch, json\nm = torch.jit.load(%q)\nprint(json.dumps(m(torch.tensor(json.loads(%q), dtype=torch.float32)).tolist()))", modelPT, string(in))
-	out, err := exec.Command("/usr/bin/python3", "-c", script).Output()
-	if err != nil {
-		t.Fatalf("torch forward: %v", err)
-	}
-	var want [][]float64
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
+	flat := torchtest.Forward(t, "/usr/bin/python3", modelPT, rows)
+	want := make([][]float64, len(rows))
+	for i := range want {
+		want[i] = flat[i*5 : i*5+5]
 	}
 	return want
 }
@@ -251,14 +247,14 @@ func TestPythonSeedRepositoryOverHTTPAndGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("HTTP: %v\n%s", err, logs.String())
 	}
-	if !closeTo(got, want, 1e-6) {
+	if !closeTo(got, want, torchtest.Tolerance) {
 		t.Errorf("HTTP: got %v, want %v", got, want)
 	}
 	got, err = inferGRPC(grpcAddr, rows)
 	if err != nil {
 		t.Fatalf("gRPC: %v\n%s", err, logs.String())
 	}
-	if !closeTo(got, want, 1e-6) {
+	if !closeTo(got, want, torchtest.Tolerance) {
 		t.Errorf("gRPC: got %v, want %v", got, want)
 	}
 	// model.py's own output reaches the log run builds, one record per
@@ -294,7 +290,7 @@ func TestPythonBatchedSeedRepository(t *testing.T) {
 					errs <- err
 					return
 				}
-				if !closeTo(got, want[c:c+1], 1e-6) {
+				if !closeTo(got, want[c:c+1], torchtest.Tolerance) {
 					errs <- fmt.Errorf("client %d got %v, want %v", c, got, want[c])
 					return
 				}

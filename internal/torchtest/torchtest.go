@@ -1,7 +1,8 @@
 // Package torchtest prepares the report's simple_linear TorchScript model
 // (nn.Linear(10, 5), seed 0, traced) and computes its reference forward
-// with the distribution's torch, for the frontends' libtorch end-to-end
-// tests. It only runs a Python interpreter as a subprocess and never links
+// with the distribution's torch, for the libtorch end-to-end tests of the
+// frontends and of the commands (it sits in the module's internal/ so that
+// cmd/ tests can import it). It only runs a Python interpreter as a subprocess and never links
 // libtorch, so it builds everywhere, with or without cgo.
 package torchtest
 
@@ -10,10 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // DefaultPython is the interpreter that has torch on the CI machine (the
@@ -129,15 +133,16 @@ func WriteRepository(ctx context.Context, py, root, config string) (string, erro
 }
 
 // Repository is the usual start of an end-to-end test: it finds the
-// interpreter with torch and writes simple_linear with config.pbtxt cfg into
-// a fresh repository, failing t otherwise. It returns the interpreter, the
+// interpreter with torch (ending the test through testenv when there is
+// none) and writes simple_linear with config.pbtxt cfg into a fresh
+// repository, failing t otherwise. It returns the interpreter, the
 // repository root and the model file.
 func Repository(t testing.TB, cfg string) (py, root, modelPath string) {
 	t.Helper()
 	ctx := context.Background()
 	py, err := Python(ctx)
 	if err != nil {
-		t.Fatal(err)
+		testenv.Unavailable(t, "%v", err)
 	}
 	root = t.TempDir()
 	modelPath, err = WriteRepository(ctx, py, root, cfg)
@@ -145,4 +150,33 @@ func Repository(t testing.TB, cfg string) (py, root, modelPath string) {
 		t.Fatal(err)
 	}
 	return py, root, modelPath
+}
+
+// Forward is Reference for tests: torch's forward of modelPath on rows,
+// failing t when it cannot be computed.
+func Forward(t testing.TB, py, modelPath string, rows [][]float32) []float64 {
+	t.Helper()
+	want, err := Reference(context.Background(), py, modelPath, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// Tolerance is how far a served output may be from torch's own forward:
+// the same kernels on the same inputs, so only float32 rounding.
+const Tolerance = 1e-6
+
+// CheckClose fails t unless got matches want (torch's forward) value by
+// value within Tolerance; what names the answer in the message.
+func CheckClose(t testing.TB, what string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, torch gives %d (%v vs %v)", what, len(got), len(want), got, want)
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > Tolerance {
+			t.Fatalf("%s: value %d is %v, torch gives %v (all: %v vs %v)", what, i, got[i], want[i], got, want)
+		}
+	}
 }
