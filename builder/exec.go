@@ -32,6 +32,9 @@ type Executor struct {
 	// ProjectDir anchors built-in recipes' local sources and patches.
 	ProjectDir string
 	Settings   recipe.Settings
+	// Config is build.yaml: a failed fetch names its profiles among the
+	// alternatives. Nil names none.
+	Config *recipe.Config
 	// Jobs overrides the planned parallelism when > 0 (--jobs).
 	Jobs int
 	// Until stops a node's build after this step ("fetch", "configure",
@@ -359,19 +362,26 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 // Fetch fills the source cache for nodes (externals skipped) so that a
 // later build needs no network.
 func (e *Executor) Fetch(ctx context.Context, nodes []*Node) error {
+	// Every node is tried: one unreachable source (llvm's, say) must not
+	// hide whether the others can be fetched.
+	var errs []error
 	for _, n := range nodes {
 		if n.Status == StatusExternal {
 			continue
 		}
 		path, err := e.fetchSource(ctx, n)
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, err)
+			continue
 		}
 		if path != "" {
 			e.printf("    %s %s: %s\n", n.Name, n.Version, path)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // setupEnv builds a clean environment (nothing of the caller's shell but

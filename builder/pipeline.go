@@ -118,6 +118,7 @@ func (p *Project) Build(ctx context.Context, opts BuildOptions) (*BuildResult, e
 		Store:        p.Store,
 		ProjectDir:   p.Dir,
 		Settings:     p.Settings,
+		Config:       p.Config,
 		Jobs:         opts.Jobs,
 		Until:        opts.Until,
 		Targets:      opts.BuildTargets,

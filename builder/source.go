@@ -87,7 +87,7 @@ func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
 		archive, err = fetch.FetchGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s %s: fetching source: %w", n.Name, n.Version, err)
+		return "", &FetchError{Name: n.Name, Version: n.Version, Err: err, Alternatives: SourceAlternatives(n, e.Config)}
 	}
 	return archive, nil
 }

@@ -136,6 +136,7 @@ func (g *globals) executor(p *builder.Project, cmd *cobra.Command) *builder.Exec
 		Store:        p.Store,
 		ProjectDir:   p.Dir,
 		Settings:     p.Settings,
+		Config:       p.Config,
 		Out:          errOut,
 		Progress:     g.drawing.steps,
 		FetchOptions: fetch.Options{Progress: g.drawing.fetch, Log: errOut},
