@@ -2,6 +2,8 @@ package builder
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
@@ -143,5 +146,28 @@ profiles:
 	}
 	if strings.Contains(msg, "an installed other") {
 		t.Errorf("other has no probe, yet an installed copy is offered:\n%s", msg)
+	}
+
+	// doctor's question, asked before any download: neither is reachable,
+	// and each answer carries its alternatives. A source in the cache
+	// needs no network.
+	e.FetchOptions.ReachTimeout = time.Second
+	reach := e.ReachSources(context.Background(), plan.Nodes)
+	if len(reach) != 2 || reach[0].OK || reach[1].OK || !strings.Contains(reach[0].Detail, "connection refused") || !strings.Contains(reach[1].Detail, "404") {
+		t.Fatalf("reach: %+v", reach)
+	}
+	if len(reach[0].Alternatives) != 4 || !strings.HasPrefix(reach[0].Alternatives[0], "dl 1.0 comes from the distribution's source archive") {
+		t.Errorf("dl's alternatives: %q", reach[0].Alternatives)
+	}
+	blob := filepath.Join(dir, "blob")
+	os.WriteFile(blob, []byte("x"), 0o644)
+	xsum := sha256.Sum256([]byte("x"))
+	other := set.Get("other")
+	other.Versions[0].Source.SHA256 = hex.EncodeToString(xsum[:])
+	if _, err := st.Sources().Adopt(context.Background(), other.Versions[0].Source.SHA256, blob, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ReachSources(context.Background(), plan.Nodes[1:]); len(r) != 1 || !r[0].OK || !r[0].Cached || r[0].Alternatives != nil {
+		t.Errorf("cached source: %+v", r)
 	}
 }

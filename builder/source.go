@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
@@ -90,6 +91,61 @@ func (e *Executor) fetchSource(ctx context.Context, n *Node) (string, error) {
 		return "", &FetchError{Name: n.Name, Version: n.Version, Err: err, Alternatives: SourceAlternatives(n, e.Config)}
 	}
 	return archive, nil
+}
+
+// SourceReach is whether a planned node's source can be fetched from here;
+// when it cannot, Alternatives says what else gets the node.
+type SourceReach struct {
+	Node *Node
+	fetch.Reach
+	Alternatives []string
+}
+
+// ReachSources asks, for each node that would be built here, whether its
+// source is cached or reachable (fetch.ReachURL, ReachGit, ReachApt; a
+// local source was read by planning already), a few nodes at a time. It
+// downloads nothing; every request is bounded by FetchOptions.ReachTimeout.
+func (e *Executor) ReachSources(ctx context.Context, nodes []*Node) []SourceReach {
+	var todo []*Node
+	for _, n := range nodes {
+		if n.Status == StatusBuild {
+			todo = append(todo, n)
+		}
+	}
+	out := make([]SourceReach, len(todo))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, n := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := e.reachSource(ctx, n)
+			out[i] = SourceReach{Node: n, Reach: r}
+			if !r.OK {
+				out[i].Alternatives = SourceAlternatives(n, e.Config)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (e *Executor) reachSource(ctx context.Context, n *Node) fetch.Reach {
+	s := n.Ver.Source
+	cache := e.Store.Sources()
+	switch s.Kind() {
+	case recipe.SourceURL:
+		return fetch.ReachURL(ctx, fetch.URLSpec{URLs: mirrorURLs(e.Settings.Mirrors, n.Name, s), SHA256: s.SHA256}, cache, e.FetchOptions)
+	case recipe.SourceApt:
+		return fetch.ReachApt(ctx, fetch.AptSpec{Package: s.Apt, Version: s.AptVersion, File: s.File, SHA256: s.SHA256}, cache, e.FetchOptions)
+	case recipe.SourceGit:
+		return fetch.ReachGit(ctx, fetch.GitSpec{URL: s.Git, Tag: s.Tag, Commit: s.Commit, Submodules: s.Submodules}, cache, e.FetchOptions)
+	case recipe.SourceLocal:
+		return fetch.Reach{OK: true, Detail: "local directory, read when planning"}
+	}
+	return fetch.Reach{Detail: "unknown source kind"}
 }
 
 // mirrorURLs puts the configured mirrors (MIRROR/NAME/FILE) and the

@@ -60,7 +60,7 @@ func FetchGit(ctx context.Context, spec GitSpec, cache Cache, opts Options) (str
 	if spec.Submodules {
 		key += "+submodules"
 	}
-	out := filepath.Join(cache.Dir, "git", key+".tar")
+	out := gitCachePath(cache, spec)
 	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
 		return out, nil
 	}

@@ -30,6 +30,10 @@ type Options struct {
 	// ends. Sends block: the reader keeps reading until the fetch returns
 	// (drawing is the caller's: cmd/tritonbuild draws bars). Nil: silent.
 	Progress chan<- Update
+	// ReachTimeout bounds each request of a reachability check (ReachURL,
+	// ReachGit, ReachApt); an apt-get update the check needs gets ten
+	// times as long. Default 20 s.
+	ReachTimeout time.Duration
 	// Log receives one-line notes for a person: retries, mirror failover,
 	// apt's output. Nil: discarded.
 	Log io.Writer

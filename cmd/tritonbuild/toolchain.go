@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -76,6 +77,16 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			rep, err := toolchain.Doctor(ctxOf(cmd), toolchain.DoctorOptions{Probe: toolchain.ProbeOptions{Dirs: []string{p.Store.Root}}, Nodes: nodes, Distcc: dc, Compiler: "cc"})
 			if err != nil {
 				return err
+			}
+			// Before hours of building depend on them: can the sources
+			// be fetched from here (or are they cached)?
+			ex := &builder.Executor{Store: p.Store, Settings: p.Settings, Config: p.Config}
+			for _, sr := range ex.ReachSources(ctxOf(cmd), plan.Nodes) {
+				c := toolchain.Check{Name: "source of " + sr.Node.Name + " " + sr.Node.Version, OK: sr.OK, Hard: true, Detail: sr.Detail}
+				if len(sr.Alternatives) > 0 {
+					c.Detail += "\n    what else gets " + sr.Node.Name + ":\n      - " + strings.Join(sr.Alternatives, "\n      - ")
+				}
+				rep.Checks = append(rep.Checks, c)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
