@@ -13,6 +13,13 @@ TBTORCH := $(OUT)/tbtorch
 export CGO_LDFLAGS := -L$(TBTORCH) -Wl,-rpath,$(TBTORCH)
 GOTESTFLAGS ?= -timeout 75m
 
+# What pytorch 1.13.1+dfsg (the archive profile's libtorch) builds against:
+# the host_packages of recipes/pytorch.yaml (a test keeps the two in step).
+PYTORCH_DFSG_PACKAGES := python3-yaml python3-typing-extensions libprotobuf-dev \
+	libpthreadpool-dev libcpuinfo-dev libxnnpack-dev libfp16-dev libpsimd-dev libfxdiv-dev \
+	libsleef-dev libonnx-dev libfmt-dev libeigen3-dev libnuma-dev libdnnl-dev libideep-dev \
+	libblas-dev liblapack-dev pybind11-dev libflatbuffers-dev flatbuffers-compiler
+
 # Everything the builds and tests use, from the distribution's packages:
 # compilers and build tools, the report's host packages, LLVM 15 and libtorch
 # 1.13.1 for the quick profile, python with torch and numpy for the python
@@ -22,7 +29,9 @@ DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 z
 	libncurses5-dev libncursesw5-dev tk-dev libffi-dev liblzma-dev libxml2-dev libxmlsec1-dev \
 	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
 	libtorch-dev python3 python3-torch python3-numpy python3-venv \
-	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk
+	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk \
+	$(PYTORCH_DFSG_PACKAGES)
+
 
 .PHONY: all deps tools test unit proto bench tbtorch clean
 
