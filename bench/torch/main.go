@@ -17,9 +17,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,11 +72,130 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each measures Go then Python at every batch size")
 	number := flag.Int("number", 2000, "calls per timed repeat")
 	repeats := flag.Int("repeats", 5, "timed repeats per batch size (median taken)")
+	gaps := flag.String("gaps", "", "instead: time single forwards after each gap in this list (none,spin,sleep,http,mem)")
+	gapLen := flag.Duration("gap", 50*time.Microsecond, "length of the spin and sleep gaps")
 	flag.Parse()
+	if *gaps != "" {
+		if err := runGaps(*model, *shared, *python, *gaps, *gapLen, *rounds, *number); err != nil {
+			fmt.Fprintln(os.Stderr, "torchbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*model, *shared, *python, *batchList, *rounds, *number, *repeats); err != nil {
 		fmt.Fprintln(os.Stderr, "torchbench:", err)
 		os.Exit(1)
 	}
+}
+
+// runGaps times one-row forwards after each kind of gap, rounds times in
+// turn, and prints the medians over rounds.
+func runGaps(model, shared, python, list string, gapLen time.Duration, rounds, number int) error {
+	model, cleanup, err := ensureModel(model, shared, python)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	var gaps []direct.Gap
+	for _, name := range strings.Split(list, ",") {
+		g, err := makeGap(strings.TrimSpace(name), gapLen)
+		if err != nil {
+			return err
+		}
+		gaps = append(gaps, g)
+	}
+	wall, cpu, mean := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
+	for r := 0; r < rounds; r++ {
+		res, err := direct.MeasureAfter(direct.Options{Model: model, Features: 10, Threads: 1, Number: number, Warmup: 200}, 1, gaps)
+		if err != nil {
+			return err
+		}
+		for _, x := range res {
+			wall[x.Gap] = append(wall[x.Gap], x.Wall)
+			cpu[x.Gap] = append(cpu[x.Gap], x.CPU)
+			mean[x.Gap] = append(mean[x.Gap], x.CPUMean)
+		}
+	}
+	fmt.Printf("simple_linear one-row forward after a gap of %v, 1 intra-op thread, locked thread, median of %d rounds x %d calls\n", gapLen, rounds, number)
+	fmt.Printf("%-6s %12s %12s %13s %10s\n", "gap", "wall p50 us", "cpu p50 us", "cpu mean us", "cpu/none")
+	base := us(direct.Median(cpu[gaps[0].Name]))
+	for _, g := range gaps {
+		c := us(direct.Median(cpu[g.Name]))
+		fmt.Printf("%-6s %12.2f %12.2f %13.2f %10.2f\n", g.Name, us(direct.Median(wall[g.Name])), c, us(direct.Median(mean[g.Name])), c/base)
+	}
+	return nil
+}
+
+// makeGap returns what runs between two forwards: nothing, a busy wait, a
+// sleep (the thread leaves its core), a loopback HTTP round trip to an
+// in-process echo server (what a server does between forwards), or a walk
+// over 4 MiB of memory (evicting the core's 2 MiB L2).
+func makeGap(name string, d time.Duration) (direct.Gap, error) {
+	switch name {
+	case "none":
+		return direct.Gap{Name: name}, nil
+	case "spin":
+		return direct.Gap{Name: name, Run: func() {
+			for t := time.Now(); time.Since(t) < d; {
+			}
+		}}, nil
+	case "sleep":
+		return direct.Gap{Name: name, Run: func() { time.Sleep(d) }}, nil
+	case "mem":
+		junk := make([]byte, 4<<20)
+		return direct.Gap{Name: name, Run: func() {
+			for k := 0; k < len(junk); k += 64 {
+				junk[k]++
+			}
+		}}, nil
+	case "http":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return direct.Gap{}, err
+		}
+		go func() {
+			_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				_, _ = w.Write(b)
+			}))
+		}()
+		url := "http://" + ln.Addr().String()
+		body := make([]byte, 40)
+		client := &http.Client{}
+		return direct.Gap{Name: name, Run: func() {
+			resp, err := client.Post(url, "application/octet-stream", bytes.NewReader(body))
+			if err != nil {
+				panic(fmt.Sprintf("http gap: %v", err))
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}}, nil
+	}
+	return direct.Gap{}, fmt.Errorf("-gaps: unknown gap %q (none, spin, sleep, http, mem)", name)
+}
+
+// ensureModel returns model, or writes simple_linear with make_model.py
+// into a temporary directory that cleanup removes.
+func ensureModel(model, shared, python string) (string, func(), error) {
+	if model != "" {
+		return model, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "torchbench-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	model = filepath.Join(dir, "model.pt")
+	script, err := findMakeModel(shared)
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	if out, err := exec.Command(python, script, model).CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("%s %s: %v\n%s", python, script, err, out)
+	}
+	return model, cleanup, nil
 }
 
 func run(model, shared, python, batchList string, rounds, number, repeats int) error {
@@ -84,21 +207,11 @@ func run(model, shared, python, batchList string, rounds, number, repeats int) e
 		}
 		batches = append(batches, b)
 	}
-	if model == "" {
-		dir, err := os.MkdirTemp("", "torchbench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		model = filepath.Join(dir, "model.pt")
-		script, err := findMakeModel(shared)
-		if err != nil {
-			return err
-		}
-		if out, err := exec.Command(python, script, model).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %s: %v\n%s", python, script, err, out)
-		}
+	model, cleanup, err := ensureModel(model, shared, python)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	const warmup = 200
 	// Per batch size, one entry per round.
 	goWall, goCPU := map[int][]time.Duration{}, map[int][]time.Duration{}

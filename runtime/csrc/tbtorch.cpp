@@ -23,6 +23,18 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+struct tbt_result {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<tbt_tensor_view> views;
+
+  // Drops the tensors but keeps every vector's capacity for the next call.
+  void clear() {
+    tensors.clear();
+    views.clear();
+  }
+};
+
 struct tbt_module {
   torch::jit::Module module;
   torch::jit::Method forward;
@@ -32,19 +44,18 @@ struct tbt_module {
   std::vector<std::string> input_names;
   int32_t num_required_inputs;
   int32_t num_outputs;
-  // Reused across forwards: a module is used by one thread at a time.
-  std::vector<c10::IValue> args;
+  // Reused across forwards (a module is used by one thread at a time), so
+  // that a forward allocates nothing of its own besides the input tensors'
+  // headers: the interpreter stack ([self, inputs...], then the output) and
+  // the result, whose tensors live until the next forward.
+  torch::jit::Stack stack;
+  tbt_result result;
+  const std::unordered_map<std::string, c10::IValue> no_kwargs;
 
   tbt_module(torch::jit::Module m, const tbt_load_options &o)
       : module(std::move(m)), forward(module.get_method("forward")),
         intra_op_threads(o.intra_op_threads), optimize(o.disable_optimized_execution == 0),
         inference_mode(o.disable_inference_mode == 0), num_required_inputs(0), num_outputs(-1) {}
-};
-
-struct tbt_result {
-  std::vector<at::Tensor> tensors;
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<tbt_tensor_view> views;
 };
 
 namespace {
@@ -191,18 +202,26 @@ int32_t interop_set = 0; // 0: never set through this library
 
 namespace {
 
-// Runs forward() under whatever grad-mode guard the caller holds.
+// Runs forward() under whatever grad-mode guard the caller holds, filling
+// the module's reusable result.
+//
+// This is Method::operator() without its two per-call costs: it takes the
+// argument vector by value (a copy and an allocation per call) and opens a
+// RecordFunction for the profiler, which nothing here enables. The schema
+// check and the filling in of default arguments are kept.
 tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inputs,
                        tbt_result **out, const tbt_tensor_view **views, int32_t *n_views,
                        char **err) {
-  // The argument tensors borrow the caller's buffers: drop them on every
-  // way out, including exceptions, so nothing refers to them afterwards.
-  struct ArgsReset {
-    std::vector<c10::IValue> &args;
-    ~ArgsReset() { args.clear(); }
-  } reset{m->args};
-  m->args.clear();
-  m->args.reserve(n_inputs);
+  // The input tensors borrow the caller's buffers: drop them on every way
+  // out, including exceptions, so nothing refers to them afterwards.
+  struct StackReset {
+    torch::jit::Stack &stack;
+    ~StackReset() { stack.clear(); }
+  } reset{m->stack};
+  torch::jit::Stack &stack = m->stack;
+  stack.clear();
+  stack.reserve(static_cast<size_t>(n_inputs) + 1);
+  stack.emplace_back(m->module._ivalue());
   for (int32_t i = 0; i < n_inputs; i++) {
     const tbt_tensor_in &in = inputs[i];
     c10::ScalarType st;
@@ -231,46 +250,56 @@ tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
                       std::to_string(want));
     }
     c10::IntArrayRef shape(in.shape, static_cast<size_t>(in.ndim));
-    auto options = torch::TensorOptions().dtype(st).device(torch::kCPU);
+    auto options = at::TensorOptions().dtype(st).device(at::kCPU);
+    // at:: rather than torch:: factories: the torch:: ones wrap the tensor
+    // in a new autograd variable, which inference never uses.
     if (numel == 0 || in.data == nullptr) {
-      m->args.emplace_back(torch::empty(shape, options));
+      stack.emplace_back(at::empty(shape, options));
     } else {
       // Zero copy: the tensor borrows the caller's buffer.
-      m->args.emplace_back(torch::from_blob(in.data, shape, options));
+      stack.emplace_back(at::from_blob(in.data, shape, options));
     }
   }
-  c10::IValue ret = m->forward(m->args);
-  auto res = std::make_unique<tbt_result>();
-  tbt_status st = collect_outputs(ret, &res->tensors, err);
+  torch::jit::Function &fn = m->forward.function();
+  fn.getSchema().checkAndNormalizeInputs(stack, m->no_kwargs);
+  fn.run(stack);
+  tbt_result &res = m->result;
+  res.clear();
+  tbt_status st = collect_outputs(stack.front(), &res.tensors, err);
   if (st != TBT_OK) {
+    res.clear();
     return st;
   }
-  size_t n = res->tensors.size();
-  res->shapes.resize(n);
-  res->views.resize(n);
+  size_t n = res.tensors.size();
+  if (res.shapes.size() < n) {
+    res.shapes.resize(n);
+  }
+  res.views.resize(n);
   for (size_t i = 0; i < n; i++) {
-    at::Tensor &t = res->tensors[i];
+    at::Tensor &t = res.tensors[i];
     if (!t.device().is_cpu()) {
       t = t.cpu();
     }
     // A copy happens only for non-contiguous outputs (views, transposes).
     t = t.contiguous();
-    tbt_tensor_view &v = res->views[i];
+    tbt_tensor_view &v = res.views[i];
     if (!from_scalar_type(t.scalar_type(), &v.dtype)) {
+      res.clear();
       return fail(err, TBT_ERR_UNSUPPORTED,
                   "forward() output " + std::to_string(i) + " has data type " +
                       std::string(c10::toString(t.scalar_type())) +
                       ", which has no Triton equivalent");
     }
-    res->shapes[i] = t.sizes().vec();
+    c10::IntArrayRef sizes = t.sizes();
+    res.shapes[i].assign(sizes.begin(), sizes.end());
     v.ndim = static_cast<int32_t>(t.dim());
-    v.shape = res->shapes[i].data();
+    v.shape = res.shapes[i].data();
     v.data = t.data_ptr();
     v.nbytes = static_cast<int64_t>(t.nbytes());
   }
-  *views = res->views.data();
+  *views = res.views.data();
   *n_views = static_cast<int32_t>(n);
-  *out = res.release();
+  *out = &res;
   return TBT_OK;
 }
 
@@ -433,7 +462,9 @@ tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
                       " inputs, got " + std::to_string(n_inputs));
     }
     // OpenMP keeps the thread count per OS thread, and Go may run this call
-    // on any thread, so check it each time (cheap) and set it when it differs.
+    // on any thread, so check it each time (cheap) and set it when it
+    // differs. Only the first forward on each thread pays: setting it also
+    // rebuilds libtorch's pthreadpool.
     if (m->intra_op_threads > 0 && at::get_num_threads() != m->intra_op_threads) {
       at::set_num_threads(m->intra_op_threads);
     }
@@ -449,9 +480,12 @@ tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
   });
 }
 
-void tbt_result_free(tbt_result *r) {
+void tbt_result_release(tbt_module *m) {
+  if (m == nullptr) {
+    return;
+  }
   try {
-    delete r;
+    m->result.clear();
   } catch (...) {
   }
 }

@@ -155,9 +155,14 @@ type instance struct {
 	inIndex  map[string]int
 	outIndex map[string]int
 	maxBatch int
-	// Reused across Execute calls (never concurrent on one instance).
+	// Reused across Execute calls (never concurrent on one instance), so
+	// that a one-request Execute allocates little besides its response.
 	scratch [][]byte // per forward() position, for concatenated inputs
 	args    []backend.Tensor
+	prep    []prepared    // one per request of the current Execute
+	ok      []*prepared   // the requests that passed validation
+	groups  [][]*prepared // the current Execute's forwards
+	allOuts []int         // every config output, for requests naming none (read only)
 }
 
 func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, required, declaredOutputs int) (*instance, error) {
@@ -187,6 +192,7 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 	}
 	for i, ts := range spec.Outputs {
 		inst.outIndex[ts.Name] = i
+		inst.allOuts = append(inst.allOuts, i)
 	}
 	return inst, nil
 }
@@ -206,28 +212,43 @@ type prepared struct {
 	req   int
 	args  []*backend.Tensor // forward() position -> tensor; length = args passed
 	batch int64             // dim 0 when batching, else 0
-	key   string            // non-batch shapes: requests with equal keys can be concatenated
-	outs  []int             // config outputs to return
+	key   string            // non-batch shapes: requests with equal keys can be concatenated (set by group)
+	outs  []int             // config outputs to return (in.allOuts when the request names none)
 }
 
-func (in *instance) prepare(i int, req *backend.Request) (*prepared, error) {
-	p := &prepared{req: i, args: make([]*backend.Tensor, len(in.inputs)), batch: -1}
+// prepare validates request i into p, reusing p's argument slice.
+func (in *instance) prepare(p *prepared, i int, req *backend.Request) error {
+	args := p.args
+	if cap(args) < len(in.inputs) {
+		args = make([]*backend.Tensor, len(in.inputs))
+	}
+	args = args[:len(in.inputs)]
+	clear(args)
+	*p = prepared{req: i, args: args, batch: -1}
+	if err := in.fill(p, req); err != nil {
+		clear(p.args)
+		return err
+	}
+	return nil
+}
+
+func (in *instance) fill(p *prepared, req *backend.Request) error {
 	for k := range req.Inputs {
 		t := &req.Inputs[k]
 		ci, ok := in.inIndex[t.Name]
 		if !ok {
-			return nil, backend.Errorf(backend.InvalidArg, "unexpected inference input %q for model %q", t.Name, in.name)
+			return backend.Errorf(backend.InvalidArg, "unexpected inference input %q for model %q", t.Name, in.name)
 		}
 		pos := in.inPos[ci]
 		if p.args[pos] != nil {
-			return nil, backend.Errorf(backend.InvalidArg, "input %q given twice for model %q", t.Name, in.name)
+			return backend.Errorf(backend.InvalidArg, "input %q given twice for model %q", t.Name, in.name)
 		}
 		if err := in.checkInput(&in.inputs[ci], t); err != nil {
-			return nil, err
+			return err
 		}
 		if in.maxBatch > 0 {
 			if p.batch >= 0 && t.Shape[0] != p.batch {
-				return nil, backend.Errorf(backend.InvalidArg,
+				return backend.Errorf(backend.InvalidArg,
 					"model %q: input %q has batch size %d but other inputs have %d", in.name, t.Name, t.Shape[0], p.batch)
 			}
 			p.batch = t.Shape[0]
@@ -246,10 +267,10 @@ func (in *instance) prepare(i int, req *backend.Request) (*prepared, error) {
 		}
 		ci := in.configIndexAt(pos)
 		if !in.inputs[ci].Optional {
-			return nil, backend.Errorf(backend.InvalidArg, "expected input %q for model %q is missing", in.inputs[ci].Name, in.name)
+			return backend.Errorf(backend.InvalidArg, "expected input %q for model %q is missing", in.inputs[ci].Name, in.name)
 		}
 		if pos < n {
-			return nil, backend.Errorf(backend.InvalidArg,
+			return backend.Errorf(backend.InvalidArg,
 				"model %q: optional input %q may be left out only together with every later forward() argument", in.name, in.inputs[ci].Name)
 		}
 	}
@@ -257,8 +278,26 @@ func (in *instance) prepare(i int, req *backend.Request) (*prepared, error) {
 	if p.batch < 0 {
 		p.batch = 0
 	}
+	if len(req.Outputs) == 0 {
+		p.outs = in.allOuts
+	} else {
+		p.outs = make([]int, 0, len(req.Outputs))
+		for _, name := range req.Outputs {
+			j, ok := in.outIndex[name]
+			if !ok {
+				return backend.Errorf(backend.InvalidArg, "unexpected inference output %q for model %q", name, in.name)
+			}
+			p.outs = append(p.outs, j)
+		}
+	}
+	return nil
+}
+
+// shapeKey is the key of requests whose tensors can be concatenated: the
+// argument count and the non-batch dimensions of each argument.
+func (in *instance) shapeKey(p *prepared) string {
 	var key strings.Builder
-	key.WriteString(strconv.Itoa(n))
+	key.WriteString(strconv.Itoa(len(p.args)))
 	for _, t := range p.args {
 		key.WriteByte('|')
 		dims := t.Shape
@@ -270,23 +309,7 @@ func (in *instance) prepare(i int, req *backend.Request) (*prepared, error) {
 			key.WriteByte(',')
 		}
 	}
-	p.key = key.String()
-	if len(req.Outputs) == 0 {
-		p.outs = make([]int, len(in.outputs))
-		for j := range p.outs {
-			p.outs[j] = j
-		}
-	} else {
-		p.outs = make([]int, 0, len(req.Outputs))
-		for _, name := range req.Outputs {
-			j, ok := in.outIndex[name]
-			if !ok {
-				return nil, backend.Errorf(backend.InvalidArg, "unexpected inference output %q for model %q", name, in.name)
-			}
-			p.outs = append(p.outs, j)
-		}
-	}
-	return p, nil
+	return key.String()
 }
 
 func (in *instance) configIndexAt(pos int) int {
@@ -349,15 +372,26 @@ func shapeMatches(got, want []int64) bool {
 // groups the rest into forwards and splits the results back.
 func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
 	resps := make([]*backend.Response, len(reqs))
-	var ok []*prepared
+	for len(in.prep) < len(reqs) {
+		in.prep = append(in.prep, prepared{})
+	}
+	ok := in.ok[:0]
 	for i, r := range reqs {
-		p, err := in.prepare(i, r)
-		if err != nil {
+		p := &in.prep[i]
+		if err := in.prepare(p, i, r); err != nil {
 			resps[i] = &backend.Response{Err: err}
 			continue
 		}
 		ok = append(ok, p)
 	}
+	defer func() {
+		// Keep no references to request data between calls.
+		for i := range reqs {
+			clear(in.prep[i].args)
+		}
+		clear(ok)
+		in.ok = ok[:0]
+	}()
 	for _, g := range in.group(ok) {
 		if err := ctx.Err(); err != nil {
 			for _, p := range g {
@@ -380,17 +414,21 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 // group partitions requests into forwards: without batching one each; with
 // it, requests with equal non-batch shapes, in arrival order, up to
 // max_batch_size rows per forward.
+//
+// The result and its groups are reused by the next call.
 func (in *instance) group(ps []*prepared) [][]*prepared {
-	var groups [][]*prepared
-	if in.maxBatch <= 0 {
-		for _, p := range ps {
-			groups = append(groups, []*prepared{p})
+	groups := in.groups[:0]
+	defer func() { in.groups = groups }()
+	if in.maxBatch <= 0 || len(ps) <= 1 {
+		for i := range ps {
+			groups = append(groups, ps[i:i+1:i+1])
 		}
 		return groups
 	}
 	open := map[string]int{} // key -> index of the group still accepting rows
 	rows := map[int]int64{}
 	for _, p := range ps {
+		p.key = in.shapeKey(p)
 		gi, has := open[p.key]
 		if has && rows[gi]+p.batch <= int64(in.maxBatch) {
 			groups[gi] = append(groups[gi], p)
@@ -444,9 +482,16 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 	if err != nil {
 		return nil, wrapErr(fmt.Sprintf("model %q", in.name), err)
 	}
+	// One backing array for every request's outputs.
+	n := 0
+	for _, p := range g {
+		n += len(p.outs)
+	}
+	all := make([]backend.Tensor, 0, n)
 	out := make([][]backend.Tensor, len(g))
 	for k, p := range g {
-		out[k] = make([]backend.Tensor, 0, len(p.outs))
+		out[k] = all[len(all) : len(all) : len(all)+len(p.outs)]
+		all = all[:len(all)+len(p.outs)]
 	}
 	for j, spec := range in.outputs {
 		needed := false
@@ -477,6 +522,14 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 		}
 		if len(t.Shape) == 0 || t.Shape[0] != total {
 			return nil, backend.Errorf(backend.Internal, "model %q: output %q has shape %v, expected batch dimension %d", in.name, spec.Name, t.Shape, total)
+		}
+		if len(g) == 1 {
+			// The whole output is the one request's: no split.
+			t.Name = spec.Name
+			if wants(g[0].outs, j) {
+				out[0] = append(out[0], t)
+			}
+			continue
 		}
 		rowBytes := int64(len(t.Data)) / total
 		var off int64

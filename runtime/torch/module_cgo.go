@@ -10,7 +10,8 @@ package torch
 #include "tbtorch.h"
 
 // Out-parameters of one tbt_forward, kept in C memory so that a forward
-// passes no Go pointers besides the pinned input buffers.
+// passes no Go pointers besides the pinned input buffers. res is the
+// module's own reusable result.
 typedef struct {
 	tbt_result *res;
 	const tbt_tensor_view *views;
@@ -293,6 +294,11 @@ func growC(p *unsafe.Pointer, capacity *int, n int, elem uintptr) {
 	*p, *capacity = q, c
 }
 
+// releaseOutputsAbove is the output size (bytes, all outputs of a forward)
+// above which Forward frees libtorch's copy at once instead of at the next
+// forward.
+const releaseOutputsAbove = 1 << 20
+
 // setData stores a pinned Go pointer into C memory. It is a plain word
 // store: a pointer-typed store would run the GC's write barrier, which
 // shades the slot's old value, and C memory is the one place where that
@@ -365,9 +371,17 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 	if st != C.TBT_OK {
 		return nil, statusError(st, m.call.err)
 	}
-	defer C.tbt_result_free(m.call.res)
+	// The outputs stay with the module until the next forward, which saves
+	// a cgo call per forward; large ones are released right away so that an
+	// idle instance does not hold them.
 	views := unsafe.Slice(m.call.views, int(m.call.n_views))
 	outs := make([]backend.Tensor, len(views))
+	held := 0
+	defer func() {
+		if held > releaseOutputsAbove {
+			C.tbt_result_release(m.ptr)
+		}
+	}()
 	for i := range views {
 		v := &views[i]
 		dt := dtypeFromCode(int32(v.dtype))
@@ -378,6 +392,7 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 		for k, d := range unsafe.Slice(v.shape, int(v.ndim)) {
 			shape[k] = int64(d)
 		}
+		held += int(v.nbytes)
 		data := make([]byte, int(v.nbytes))
 		if len(data) > 0 {
 			copy(data, unsafe.Slice((*byte)(v.data), len(data)))

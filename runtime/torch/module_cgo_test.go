@@ -744,3 +744,111 @@ func TestForwardUnderGC(t *testing.T) {
 		}
 	}
 }
+
+// The forward path calls the TorchScript function itself rather than
+// Method::operator(); it must still fill in default arguments and check
+// the schema, and the module's reused result must not leak one forward's
+// outputs into the next, for small outputs (kept until the next forward)
+// and large ones (released at once).
+func TestForwardDefaultsAndReusedResult(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.pt")
+	runPython(t, `
+import sys, torch
+from typing import Optional
+class M(torch.nn.Module):
+    def forward(self, x, y: Optional[torch.Tensor] = None):
+        if y is None:
+            return x + 1
+        return x + y
+torch.jit.script(M()).save(sys.argv[1])
+`, model)
+	mod, err := LoadModule(ModuleOptions{Path: model, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	if mod.NumRequiredInputs() != 1 || len(mod.InputNames()) != 2 {
+		t.Fatalf("inputs %v, required %d", mod.InputNames(), mod.NumRequiredInputs())
+	}
+	small := backend.Tensor{DataType: backend.FP32, Shape: []int64{3}, Data: f32bytes([]float32{1, 2, 3})}
+	outs, err := mod.Forward([]backend.Tensor{small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "default y", f32s(outs[0].Data), []float32{2, 3, 4}, 0)
+	outs2, err := mod.Forward([]backend.Tensor{small, small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "given y", f32s(outs2[0].Data), []float32{2, 4, 6}, 0)
+	closeTo(t, "earlier output after the next forward", f32s(outs[0].Data), []float32{2, 3, 4}, 0)
+	// A wrong type for y is refused by the schema check, not a crash.
+	if _, err := mod.Forward([]backend.Tensor{small, {DataType: backend.FP32, Shape: []int64{2}, Data: make([]byte, 8)}}); err == nil {
+		t.Fatal("mismatched shapes: no error")
+	}
+	n := releaseOutputsAbove/4 + 16 // output larger than what is kept between forwards
+	big := make([]float32, n)
+	for i := range big {
+		big[i] = float32(i % 1000)
+	}
+	for round := 0; round < 3; round++ {
+		outs, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{int64(n)}, Data: f32bytes(big)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f32s(outs[0].Data)
+		if len(got) != n || got[0] != 1 || got[n-1] != big[n-1]+1 {
+			t.Fatalf("round %d: large output: len %d, first %v, last %v", round, len(got), got[0], got[len(got)-1])
+		}
+	}
+	// And a small forward afterwards still works on the reused result.
+	outs, err = mod.Forward([]backend.Tensor{small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "after large outputs", f32s(outs[0].Data), []float32{2, 3, 4}, 0)
+}
+
+// A one-output forward allocates only what it returns in Go memory: the
+// output slice, its shape and its data. Everything else is reused C memory.
+func TestForwardAllocations(t *testing.T) {
+	spec := simpleLinear(t)
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	in := []backend.Tensor{{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}}
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := mod.Forward(in); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Fatalf("Forward allocates %.1f Go objects per call, want at most 3 (outputs, shape, data)", allocs)
+	}
+}
+
+// A one-request Execute allocates the response and its outputs and nothing
+// else: the validated request, its forward group and the argument arrays
+// are reused instance memory.
+func TestExecuteAllocations(t *testing.T) {
+	spec := simpleLinear(t)
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	reqs := []*backend.Request{fp32Request(values(10, 1), 1)}
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := inst.Execute(context.Background(), reqs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// resps, the Response, the outputs' backing array and the per-request
+	// slice of it, plus Forward's three.
+	if allocs > 7 {
+		t.Fatalf("Execute of one request allocates %.1f Go objects, want at most 7", allocs)
+	}
+}

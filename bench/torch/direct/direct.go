@@ -146,3 +146,69 @@ func Median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// Gap is what runs between two timed forwards in MeasureAfter.
+type Gap struct {
+	Name string
+	Run  func()
+}
+
+// GapResult is the forward's per-call cost after one kind of gap: medians
+// over calls of wall time and of the calling thread's CPU time (which
+// leaves out time the thread was not running).
+type GapResult struct {
+	Gap       string
+	Wall, CPU time.Duration
+	CPUMean   time.Duration
+	Calls     int
+}
+
+// MeasureAfter times single forwards at batch size batch, each after gap
+// (nothing, sleeping, spinning, a loopback HTTP round trip...), on one
+// locked OS thread. It shows what the forward costs when the core ran
+// something else just before, as it does inside a server.
+func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
+	opts.defaults()
+	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+	}
+	defer mod.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	in := []backend.Tensor{Input(batch, opts.Features)}
+	for i := 0; i < opts.Warmup; i++ {
+		if _, err := mod.Forward(in); err != nil {
+			return nil, fmt.Errorf("forward at batch %d: %w", batch, err)
+		}
+	}
+	var out []GapResult
+	for _, g := range gaps {
+		walls := make([]time.Duration, 0, opts.Number)
+		cpus := make([]time.Duration, 0, opts.Number)
+		var sum time.Duration
+		for i := 0; i < opts.Number; i++ {
+			if g.Run != nil {
+				g.Run()
+			}
+			c0, err := ThreadCPU()
+			if err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			if _, err := mod.Forward(in); err != nil {
+				return nil, fmt.Errorf("forward at batch %d: %w", batch, err)
+			}
+			w := time.Since(t0)
+			c1, err := ThreadCPU()
+			if err != nil {
+				return nil, err
+			}
+			walls = append(walls, w)
+			cpus = append(cpus, c1-c0)
+			sum += c1 - c0
+		}
+		out = append(out, GapResult{Gap: g.Name, Wall: Median(walls), CPU: Median(cpus), CPUMean: sum / time.Duration(opts.Number), Calls: opts.Number})
+	}
+	return out, nil
+}

@@ -13,11 +13,13 @@
  *     wrapped in place (torch::from_blob) and must stay valid and unmoved
  *     until tbt_forward returns. The module must not keep references to its
  *     inputs beyond the call (ordinary TorchScript forward() methods do not).
- *   - tbt_forward returns a tbt_result the caller owns; free it with
- *     tbt_result_free. The tbt_tensor_view array, the shapes and the data
- *     pointers it exposes belong to the result and stay valid until then;
- *     when forward() returns one of its inputs unchanged, that output's data
- *     is the caller's input buffer, so copy outputs before releasing inputs.
+ *   - tbt_forward's result belongs to the module and is reused: the
+ *     tbt_tensor_view array, the shapes and the data pointers it exposes stay
+ *     valid until the next tbt_forward, tbt_result_release or
+ *     tbt_module_free on that module (a forward allocates no result of its
+ *     own). When forward() returns one of its inputs unchanged, that output's
+ *     data is the caller's input buffer, so copy outputs before releasing
+ *     inputs; the result never reads that buffer again.
  *   - Libraries loaded by tbt_load_library stay loaded for the life of the
  *     process: the operators they register cannot be unregistered safely.
  *   - No C++ exception ever crosses this boundary.
@@ -163,16 +165,20 @@ TBT_API int32_t tbt_module_num_outputs(const tbt_module *m);
 /*
  * Runs forward() on n_inputs borrowed tensors under c10::InferenceMode
  * (or NoGradGuard, see tbt_load_options).
- * On success *out owns the outputs, and *views / *n_views (both owned by
- * *out) describe them, so that a caller reads everything without further
- * calls.
+ * On success *out is the module's result holding the outputs, and *views /
+ * *n_views (both owned by it) describe them, so that a caller reads
+ * everything without further calls. The previous forward's outputs are
+ * released first.
  */
 TBT_API tbt_status tbt_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inputs,
                        tbt_result **out, const tbt_tensor_view **views,
                        int32_t *n_views, char **err);
 
-/* Frees a forward result and every view into it. NULL is ignored. */
-TBT_API void tbt_result_free(tbt_result *r);
+/*
+ * Releases the module's last forward outputs early (they are otherwise
+ * released by the next forward or by tbt_module_free). NULL is ignored.
+ */
+TBT_API void tbt_result_release(tbt_module *m);
 
 /*
  * The file libtbtorch itself was loaded from (from dladdr), owned by the
