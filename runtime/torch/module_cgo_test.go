@@ -276,12 +276,7 @@ func TestBatchOfThreeSplitsBack(t *testing.T) {
 }
 
 func TestMisalignedInputIsCopied(t *testing.T) {
-	spec := simpleLinear(t)
-	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
+	mod := loadSimpleLinear(t)
 	x := values(10, 3)
 	raw := append([]byte{0}, f32bytes(x)...)[1:] // starts at an odd address
 	outs, err := mod.Forward([]backend.Tensor{{DataType: backend.FP32, Shape: []int64{1, 10}, Data: raw}})
@@ -711,12 +706,7 @@ func TestInstancesRunConcurrently(t *testing.T) {
 // handed an already freed buffer to the write barrier, and the runtime
 // died with "found pointer to free object".
 func TestForwardUnderGC(t *testing.T) {
-	spec := simpleLinear(t)
-	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
+	mod := loadSimpleLinear(t)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -813,12 +803,7 @@ torch.jit.script(M()).save(sys.argv[1])
 // A one-output forward allocates only what it returns in Go memory: the
 // output slice, its shape and its data. Everything else is reused C memory.
 func TestForwardAllocations(t *testing.T) {
-	spec := simpleLinear(t)
-	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
+	mod := loadSimpleLinear(t)
 	in := []backend.Tensor{{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}}
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := mod.Forward(in); err != nil {
@@ -851,4 +836,17 @@ func TestExecuteAllocations(t *testing.T) {
 	if allocs > 7 {
 		t.Fatalf("Execute of one request allocates %.1f Go objects, want at most 7", allocs)
 	}
+}
+
+// loadSimpleLinear loads the report's model as a Module with one intra-op
+// thread, closed when the test ends.
+func loadSimpleLinear(t *testing.T) *Module {
+	t.Helper()
+	spec := simpleLinear(t)
+	mod, err := LoadModule(ModuleOptions{Path: filepath.Join(spec.VersionDir, "model.pt"), IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close() })
+	return mod
 }

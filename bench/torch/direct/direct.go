@@ -75,9 +75,9 @@ type Result struct {
 // libtorch's per-thread OpenMP setting stays put.
 func Measure(opts Options) ([]Result, error) {
 	opts.defaults()
-	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+	mod, err := load(opts)
 	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+		return nil, err
 	}
 	defer mod.Close()
 	runtime.LockOSThread()
@@ -169,9 +169,9 @@ type GapResult struct {
 // something else just before, as it does inside a server.
 func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
 	opts.defaults()
-	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+	mod, err := load(opts)
 	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+		return nil, err
 	}
 	defer mod.Close()
 	runtime.LockOSThread()
@@ -211,4 +211,12 @@ func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
 		out = append(out, GapResult{Gap: g.Name, Wall: Median(walls), CPU: Median(cpus), CPUMean: sum / time.Duration(opts.Number), Calls: opts.Number})
 	}
 	return out, nil
+}
+
+func load(opts Options) (*torch.Module, error) {
+	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+	}
+	return mod, nil
 }
