@@ -85,11 +85,9 @@ func Measure(opts Options) ([]Result, error) {
 
 	var results []Result
 	for _, b := range opts.Batches {
-		in := []backend.Tensor{Input(b, opts.Features)}
-		for i := 0; i < opts.Warmup; i++ {
-			if _, err := mod.Forward(in); err != nil {
-				return nil, fmt.Errorf("forward at batch %d: %w", b, err)
-			}
+		in, err := warm(mod, opts, b)
+		if err != nil {
+			return nil, err
 		}
 		r := Result{Batch: b}
 		for rep := 0; rep < opts.Repeats; rep++ {
@@ -176,11 +174,9 @@ func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
 	defer mod.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	in := []backend.Tensor{Input(batch, opts.Features)}
-	for i := 0; i < opts.Warmup; i++ {
-		if _, err := mod.Forward(in); err != nil {
-			return nil, fmt.Errorf("forward at batch %d: %w", batch, err)
-		}
+	in, err := warm(mod, opts, batch)
+	if err != nil {
+		return nil, err
 	}
 	var out []GapResult
 	for _, g := range gaps {
@@ -219,4 +215,15 @@ func load(opts Options) (*torch.Module, error) {
 		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
 	}
 	return mod, nil
+}
+
+// warm runs opts.Warmup forwards at batch size b and returns the input.
+func warm(mod *torch.Module, opts Options, b int) ([]backend.Tensor, error) {
+	in := []backend.Tensor{Input(b, opts.Features)}
+	for i := 0; i < opts.Warmup; i++ {
+		if _, err := mod.Forward(in); err != nil {
+			return nil, fmt.Errorf("forward at batch %d: %w", b, err)
+		}
+	}
+	return in, nil
 }
