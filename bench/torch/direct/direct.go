@@ -74,14 +74,11 @@ type Result struct {
 // calling goroutine is locked to its OS thread for the duration so that
 // libtorch's per-thread OpenMP setting stays put.
 func Measure(opts Options) ([]Result, error) {
-	opts.defaults()
-	mod, err := load(opts)
+	mod, done, err := start(&opts)
 	if err != nil {
 		return nil, err
 	}
-	defer mod.Close()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	defer done()
 
 	var results []Result
 	for _, b := range opts.Batches {
@@ -166,14 +163,11 @@ type GapResult struct {
 // locked OS thread. It shows what the forward costs when the core ran
 // something else just before, as it does inside a server.
 func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
-	opts.defaults()
-	mod, err := load(opts)
+	mod, done, err := start(&opts)
 	if err != nil {
 		return nil, err
 	}
-	defer mod.Close()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	defer done()
 	in, err := warm(mod, opts, batch)
 	if err != nil {
 		return nil, err
@@ -209,12 +203,19 @@ func MeasureAfter(opts Options, batch int, gaps []Gap) ([]GapResult, error) {
 	return out, nil
 }
 
-func load(opts Options) (*torch.Module, error) {
-	mod, err := torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
+// start fills in opts' defaults, loads the model and locks the calling
+// goroutine to its OS thread; done undoes both.
+func start(opts *Options) (mod *torch.Module, done func(), err error) {
+	opts.defaults()
+	mod, err = torch.LoadModule(torch.ModuleOptions{Path: opts.Model, IntraOpThreads: opts.Threads})
 	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", opts.Model, err)
+		return nil, nil, fmt.Errorf("loading %s: %w", opts.Model, err)
 	}
-	return mod, nil
+	runtime.LockOSThread()
+	return mod, func() {
+		runtime.UnlockOSThread()
+		mod.Close()
+	}, nil
 }
 
 // warm runs opts.Warmup forwards at batch size b and returns the input.
