@@ -20,9 +20,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/internal/torchtest"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
-	"github.com/tritonbuild/tritonbuild/internal/torchtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
