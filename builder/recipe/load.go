@@ -330,12 +330,12 @@ func checkSource(d *doc, f string, s *Source) ErrorList {
 		SourceURL:   {"sha256", "mirrors", "strip"},
 		SourceGit:   {"tag", "commit", "submodules"},
 		SourceApt:   {"apt_version", "file", "sha256", "strip"},
-		SourceLocal: {"exclude"},
+		SourceLocal: {"exclude", "include"},
 	}[kind]
 	set := map[string]bool{
 		"sha256": s.SHA256 != "", "mirrors": len(s.Mirrors) > 0, "strip": s.Strip != 0,
 		"tag": s.Tag != "", "commit": s.Commit != "", "submodules": s.Submodules,
-		"apt_version": s.AptVersion != "", "file": s.File != "", "exclude": len(s.Exclude) > 0,
+		"apt_version": s.AptVersion != "", "file": s.File != "", "exclude": len(s.Exclude) > 0, "include": len(s.Include) > 0,
 	}
 	for _, k := range sortedKeys(set) {
 		if set[k] && !contains(allowed, k) {

@@ -162,3 +162,30 @@ func TestConfigErrorsAndProfiles(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestLocalSourceSelection(t *testing.T) {
+	s := &Source{Local: ".",
+		Include: []string{"go.mod", "cmd/server/*.go", "runtime/py/stub/*.py", "docs/**"},
+		Exclude: []string{"**/*_test.go", "docs/private"}}
+	for rel, want := range map[string]bool{
+		"go.mod": false, "go.sum": true, // only go.mod is included
+		"cmd": false, "cmd/server": false, "cmd/server/main.go": false, // on the way, then matched
+		"cmd/server/main_test.go": true, "cmd/builder": true, "cmd/builder/main.go": true,
+		"cmd/server/testdata": true, // a directory * matches: nothing below it can match *.go
+		"runtime":             false, "runtime/py": false, "runtime/py/stub": false, "runtime/py/stub/a.py": false,
+		"runtime/py/x.go": true, "builder": true,
+		"docs": false, "docs/a/b.md": false, "docs/private": true, "docs/private/x.md": true,
+		"x_test.go": true,
+	} {
+		if got := s.Excluded(rel); got != want {
+			t.Errorf("Excluded(%q) = %v, want %v", rel, got, want)
+		}
+	}
+	// Without include, exclude alone decides, as before.
+	s = &Source{Local: ".", Exclude: []string{".git", "out", "builder/*.go"}}
+	for rel, want := range map[string]bool{".git": true, ".git/HEAD": true, "builder/x.go": true, "builder/fetch/y.go": false, "src/out": false} {
+		if got := s.Excluded(rel); got != want {
+			t.Errorf("exclude only: Excluded(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}

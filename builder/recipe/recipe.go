@@ -93,6 +93,9 @@ type Source struct {
 	// against the recipe's directory (the project root for built-ins).
 	Local   string   `yaml:"local" json:"local,omitempty"`
 	Exclude []string `yaml:"exclude" json:"exclude,omitempty"`
+	// Include, when set, limits a local source to the paths its globs
+	// match (and the directories leading to them); Exclude still applies.
+	Include []string `yaml:"include" json:"include,omitempty"`
 	// Strip drops leading path components when extracting archives.
 	Strip int `yaml:"strip" json:"strip,omitempty"`
 }

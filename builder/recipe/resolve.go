@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // BaseDir is what the recipe's relative local sources and patches resolve
@@ -60,15 +62,55 @@ func (r *Recipe) ResolveOptions(set map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-// Excluded matches a slash path against the source's exclude patterns: a
-// pattern matches the path itself or any directory prefix, with
-// filepath.Match globs.
+// Excluded reports whether a local source leaves the slash path rel (relative
+// to its directory) out of its hash and its copy. Patterns are globs as in
+// path.Match plus "**" for any number of path components (so
+// "**/*_test.go" names test files at any depth). rel is left out when an
+// exclude pattern matches it or one of its parent directories, or when
+// include patterns are given and none matches it, or one of its parents,
+// and it is not a directory on the way to something one of them can match.
 func (s *Source) Excluded(rel string) bool {
 	parts := strings.Split(rel, "/")
-	for _, p := range s.Exclude {
+	if matchesPrefix(s.Exclude, parts) {
+		return true
+	}
+	if len(s.Include) == 0 {
+		return false
+	}
+	return !matchesPrefix(s.Include, parts) && !leadsTo(s.Include, parts)
+}
+
+// matchesPrefix reports whether a pattern matches the path parts or one of
+// its leading directories.
+func matchesPrefix(patterns, parts []string) bool {
+	for _, p := range patterns {
 		p = strings.TrimSuffix(p, "/")
 		for i := 1; i <= len(parts); i++ {
-			if ok, _ := filepath.Match(p, strings.Join(parts[:i], "/")); ok {
+			if ok, _ := doublestar.Match(p, strings.Join(parts[:i], "/")); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leadsTo reports whether parts could be a directory above a path that a
+// pattern matches: the pattern's leading components match parts, or a "**"
+// among them already does (it matches everything below).
+func leadsTo(patterns, parts []string) bool {
+	dir := strings.Join(parts, "/")
+	for _, p := range patterns {
+		pc := strings.Split(strings.TrimSuffix(p, "/"), "/")
+		for i, c := range pc {
+			if c == "**" {
+				if ok, _ := doublestar.Match(strings.Join(pc[:i+1], "/"), dir); ok {
+					return true
+				}
+				break
+			}
+		}
+		if len(parts) < len(pc) {
+			if ok, _ := doublestar.Match(strings.Join(pc[:len(parts)], "/"), dir); ok {
 				return true
 			}
 		}
