@@ -38,8 +38,9 @@ type channel struct {
 
 	// poll is how long a read polls the pipe before parking (see
 	// KeyPollMicros); raw reaches the pipe's descriptor for that.
-	poll time.Duration
-	raw  syscall.RawConn
+	poll   time.Duration
+	raw    syscall.RawConn
+	budget *spinBudget // shared with the backend's other channels; nil: no limit
 }
 
 func newChannel(w, r *os.File) *channel {
@@ -104,13 +105,14 @@ func (c *channel) setPoll(d time.Duration) error {
 // read is c.r.Read, polling first when c.poll is set. Parking a goroutine
 // on an empty pipe lets its CPU go idle, and on the VMs this runs on an idle
 // CPU takes ~25 us to wake: more than a one-row execute costs. Polling
-// yields to runnable goroutines between attempts, so it only spends CPU time
-// nothing else wants; past c.poll it parks as usual, with the read deadline
-// in force.
+// yields to runnable goroutines between attempts, and only a read granted
+// by the spin budget polls at all, so it spends CPU time nothing else
+// wants; past c.poll it parks as usual, with the read deadline in force.
 func (c *channel) read(p []byte) (int, error) {
-	if c.poll <= 0 {
+	if c.poll <= 0 || !c.budget.acquire() {
 		return c.r.Read(p)
 	}
+	defer c.budget.release()
 	var n int
 	var rerr error
 	until := time.Now().Add(c.poll)

@@ -43,7 +43,8 @@ type Instance struct {
 	completed []byte // auto_complete_config's result, if the model has one
 	restarts  int
 
-	msg []byte // reused control frame buffer
+	msg  []byte      // reused control frame buffer
+	spin *spinBudget // the backend's; nil: poll without limit
 }
 
 var _ backend.Instance = (*Instance)(nil)
@@ -108,6 +109,7 @@ func (in *Instance) start(ctx context.Context) error {
 		proc.kill()
 		return fmt.Errorf("encoding init frame: %w", err)
 	}
+	proc.ch.budget = in.spin
 	if err := proc.ch.setPoll(in.set.poll); err != nil {
 		proc.kill()
 		return err
@@ -244,6 +246,12 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	msg = strconv.AppendInt(msg, int64(in.shm.size()), 10)
 	msg = append(msg, `,"out":`...)
 	msg = strconv.AppendInt(msg, int64(alignUp(end)), 10)
+	// Whether the stub polls for its next batch after answering this one
+	// is decided per batch by the spin budget.
+	stubPoll, done := in.spin.startBatch()
+	defer done()
+	msg = append(msg, `,"poll":`...)
+	msg = strconv.AppendBool(msg, stubPoll)
 	msg = append(msg, `,"reqs":[`...)
 	off := 0
 	for k, i := range sent {

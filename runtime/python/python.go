@@ -108,6 +108,8 @@ type Backend struct {
 	opts Options
 	envs envResolver
 
+	spin *spinBudget // who may poll, across every instance of this backend
+
 	mu      sync.Mutex
 	scripts map[string]string // stub dir -> script path, once written
 	probes  map[probeKey]interpreterInfo
@@ -134,6 +136,7 @@ func New(opts Options) *Backend {
 	}
 	b := &Backend{
 		opts:    opts,
+		spin:    defaultSpinBudget(),
 		scripts: map[string]string{},
 		probes:  map[probeKey]interpreterInfo{},
 	}
@@ -288,6 +291,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		modelFile: modelFile,
 		log:       b.opts.Logger.With("model", spec.Name, "version", spec.Version, "instance", idx),
 		verbose:   b.opts.Verbose,
+		spin:      b.spin,
 	}
 	inst.unloading, inst.unload = context.WithCancel(context.Background())
 	inst.outputNames = make([]string, len(spec.Outputs))

@@ -49,6 +49,7 @@ class Channel:
         self._w = wfd
         self._buf = b""
         self._poll = 0.0
+        self._polling = False
 
     def set_poll(self, micros):
         """Poll for up to micros before sleeping in a read.
@@ -58,11 +59,24 @@ class Channel:
         takes. Polling yields the CPU to other runnable work between tries.
         """
         self._poll = max(0, micros) / 1e6
+        self._polling = self._poll > 0
         os.set_blocking(self._r, self._poll == 0)
+
+    def poll_next(self, allowed):
+        """Whether the next read polls at all (the server decides per batch:
+        polling only pays while a core is free, see spin.go)."""
+        self._polling = self._poll > 0 and allowed
 
     def _read(self, n):
         if self._poll == 0:
             return os.read(self._r, n)
+        if not self._polling:
+            while True:
+                select.select([self._r], [], [])
+                try:
+                    return os.read(self._r, n)
+                except BlockingIOError:
+                    continue
         end = time.perf_counter() + self._poll
         while True:
             try:
@@ -145,6 +159,7 @@ class Stub:
                 return 0
             op = msg.get("op")
             if op == "exec":
+                self.ch.poll_next(msg.get("poll", True))
                 self.ch.send(self.execute(msg))
             elif op == "init":
                 self.ch.send(self.initialize(msg))

@@ -1,0 +1,58 @@
+package python
+
+import "testing"
+
+func TestSpinBudget(t *testing.T) {
+	b := newSpinBudget(2)
+	// One stub computing: its stub may poll afterwards, and one server-side
+	// wait may poll (two cores: the stub's and the poller's).
+	poll1, done1 := b.startBatch()
+	if !poll1 {
+		t.Fatal("the only busy stub was refused polling")
+	}
+	if !b.acquire() {
+		t.Fatal("server-side poll refused with one stub busy on two cores")
+	}
+	// A second busy stub finds no free core: neither it nor a second
+	// server-side wait polls.
+	poll2, done2 := b.startBatch()
+	if poll2 {
+		t.Fatal("second busy stub on two cores allowed to poll")
+	}
+	if b.acquire() {
+		t.Fatal("server-side poll granted with every core taken")
+	}
+	b.release()
+	done2()
+	done1()
+	if b.busy.Load() != 0 || b.spinning.Load() != 0 {
+		t.Fatalf("budget not returned: busy %d spinning %d", b.busy.Load(), b.spinning.Load())
+	}
+	// Four stubs on two cores (the report's tuned configuration): none polls.
+	var dones []func()
+	granted := 0
+	for i := 0; i < 4; i++ {
+		ok, done := b.startBatch()
+		if ok {
+			granted++
+		}
+		dones = append(dones, done)
+	}
+	if granted != 1 {
+		t.Fatalf("%d of 4 simultaneous stubs allowed to poll on two cores, want 1 (the first)", granted)
+	}
+	if b.acquire() {
+		t.Fatal("server-side poll granted with four stubs busy")
+	}
+	for _, d := range dones {
+		d()
+	}
+	// A nil budget (tests, single instances built by hand) never limits.
+	var none *spinBudget
+	if ok, done := none.startBatch(); !ok || !none.acquire() {
+		t.Fatal("nil budget refused polling")
+	} else {
+		done()
+		none.release()
+	}
+}
