@@ -116,7 +116,7 @@ func (p *Project) Build(ctx context.Context, opts BuildOptions) (*BuildResult, e
 	}
 	ex := &Executor{
 		Store:        p.Store,
-		ProjectDir:   p.Dir,
+		ProjectDir:   p.SourceDir,
 		Settings:     p.Settings,
 		Config:       p.Config,
 		Jobs:         opts.Jobs,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
 )
@@ -23,7 +24,12 @@ type ProjectOptions struct {
 	StoreDir       string   // --store; else build.yaml, TRITONBUILD_STORE, cache dir
 	Builtin        fs.FS    // the embedded built-in recipes
 	BuiltinLabel   string
-	ProjectDirHint string // where built-in local sources live (default: config dir)
+	// ProjectDirHint is where the built-in recipes' relative local sources
+	// and patches live: the tritonbuild checkout. When it is empty,
+	// BuiltinSources (the binary's embedded copy) is unpacked into the
+	// store and used; when both are, the config's directory is.
+	ProjectDirHint string
+	BuiltinSources fs.FS
 	// Sets are --set assignments applied over build.yaml and the profile
 	// (recipe.ApplySets); relative external paths resolve against the
 	// current directory.
@@ -36,8 +42,11 @@ type Project struct {
 	Settings recipe.Settings
 	Recipes  *recipe.Set
 	Store    *store.Store
-	// Dir anchors relative paths and the built-in recipes' local sources.
+	// Dir is build.yaml's directory: its relative paths resolve there.
 	Dir string
+	// SourceDir anchors the built-in recipes' local sources and patches
+	// (the checkout, or the embedded copy unpacked into the store).
+	SourceDir string
 }
 
 // OpenProject loads build.yaml (with the profile applied), the built-in
@@ -61,28 +70,6 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := cfg.Dir()
-	if opts.ProjectDirHint != "" {
-		dir = opts.ProjectDirHint
-	}
-	label := opts.BuiltinLabel
-	if label == "" {
-		label = "recipes"
-	}
-	dirs := []recipe.Dir{{FS: opts.Builtin, Label: label, BaseDir: dir, Builtin: true}}
-	for _, d := range settings.RecipesDirs {
-		dirs = append(dirs, recipe.OSDir(cfg.Abs(d)))
-	}
-	for _, d := range opts.RecipeDirs {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("--recipes %s: not a directory", d)
-		}
-		dirs = append(dirs, recipe.OSDir(d))
-	}
-	set, err := recipe.Load(dirs...)
-	if err != nil {
-		return nil, err
-	}
 	storeDir := opts.StoreDir
 	if storeDir == "" {
 		if os.Getenv("TRITONBUILD_STORE") != "" {
@@ -94,6 +81,34 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 		}
 	}
 	st, err := store.Open(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	srcDir := opts.ProjectDirHint
+	switch {
+	case srcDir != "":
+	case opts.BuiltinSources != nil:
+		if srcDir, err = unpackSources(st, opts.BuiltinSources); err != nil {
+			return nil, err
+		}
+	default:
+		srcDir = cfg.Dir()
+	}
+	label := opts.BuiltinLabel
+	if label == "" {
+		label = "recipes"
+	}
+	dirs := []recipe.Dir{{FS: opts.Builtin, Label: label, BaseDir: srcDir, Builtin: true}}
+	for _, d := range settings.RecipesDirs {
+		dirs = append(dirs, recipe.OSDir(cfg.Abs(d)))
+	}
+	for _, d := range opts.RecipeDirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--recipes %s: not a directory", d)
+		}
+		dirs = append(dirs, recipe.OSDir(d))
+	}
+	set, err := recipe.Load(dirs...)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +124,7 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 			return nil, err
 		}
 	}
-	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: st, Dir: dir}, nil
+	return &Project{Config: cfg, Settings: settings, Recipes: set, Store: st, Dir: cfg.Dir(), SourceDir: srcDir}, nil
 }
 
 // Plan resolves targets (default: build.yaml's) against the store.
@@ -119,8 +134,42 @@ func (p *Project) Plan(ctx context.Context, targets, force []string) (*Plan, err
 		Targets:    targets,
 		Store:      p.Store,
 		Force:      force,
-		ProjectDir: p.Dir,
+		ProjectDir: p.SourceDir,
 	})
+}
+
+// unpackSources puts the embedded copy of the built-in recipes' sources
+// into <store>/builtin/<digest> once and returns that directory. The
+// directory is complete or absent: it is written under a temporary name
+// and renamed, and a copy another process finished first is used as is.
+func unpackSources(st *store.Store, fsys fs.FS) (string, error) {
+	digest, err := fetch.HashFS(fsys, nil)
+	if err != nil {
+		return "", fmt.Errorf("built-in sources: %w", err)
+	}
+	parent := filepath.Join(st.Root, "builtin")
+	dir := filepath.Join(parent, digest[:16])
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir, nil
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("built-in sources: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".unpack-")
+	if err != nil {
+		return "", fmt.Errorf("built-in sources: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.CopyFS(tmp, fsys); err != nil {
+		return "", fmt.Errorf("built-in sources: unpacking into %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return dir, nil
+		}
+		return "", fmt.Errorf("built-in sources: %w", err)
+	}
+	return dir, nil
 }
 
 var errNoLogs = errors.New("no logs")

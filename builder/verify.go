@@ -35,7 +35,7 @@ func Verify(ctx context.Context, p *Project, name, tmpStore string, ex *Executor
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: p.Settings, Targets: []string{name}, Store: st, ProjectDir: p.Dir})
+	fresh, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: p.Settings, Targets: []string{name}, Store: st, ProjectDir: p.SourceDir})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // HashDir returns a sha256 (64 hex digits) over the content of the tree at
@@ -27,23 +26,29 @@ func HashDir(dir string, ignore func(rel string) bool) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("hashing local source: %s is not a directory", dir)
 	}
+	h, err := HashFS(os.DirFS(dir), ignore)
+	if err != nil {
+		return "", fmt.Errorf("hashing local source %s: %w", dir, err)
+	}
+	return h, nil
+}
+
+// HashFS is HashDir of a file system's root: the same records, so a copy
+// of a tree (an embedded one, say) hashes like the tree itself as long as
+// the exec bits agree (files of an embed.FS have none).
+func HashFS(fsys fs.FS, ignore func(rel string) bool) (string, error) {
 	sum := sha256.New()
 	buf := make([]byte, 256<<10)
-	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(rel string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == dir {
+		if rel == "." {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
 		if ignore != nil && ignore(rel) {
 			if e.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
@@ -53,7 +58,7 @@ func HashDir(dir string, ignore func(rel string) bool) (string, error) {
 		case t.IsDir():
 			fmt.Fprintf(sum, "dir %q\n", rel)
 		case t&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := fs.ReadLink(fsys, rel)
 			if err != nil {
 				return err
 			}
@@ -63,7 +68,7 @@ func HashDir(dir string, ignore func(rel string) bool) (string, error) {
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(p)
+			f, err := fsys.Open(rel)
 			if err != nil {
 				return err
 			}
@@ -71,16 +76,16 @@ func HashDir(dir string, ignore func(rel string) bool) (string, error) {
 			_, err = io.CopyBuffer(fh, f, buf)
 			f.Close()
 			if err != nil {
-				return fmt.Errorf("reading %s: %w", p, err)
+				return fmt.Errorf("reading %s: %w", rel, err)
 			}
 			fmt.Fprintf(sum, "file %q exec=%t sha256=%s\n", rel, info.Mode()&0o111 != 0, hex.EncodeToString(fh.Sum(nil)))
 		default:
-			return fmt.Errorf("%s: unsupported file type %v", p, t)
+			return fmt.Errorf("%s: unsupported file type %v", rel, t)
 		}
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("hashing local source %s: %w", dir, err)
+		return "", err
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	tritonbuild "github.com/tritonbuild/tritonbuild"
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
@@ -97,7 +97,6 @@ func (g *globals) open() (*builder.Project, error) {
 		}
 		cfg = recipe.FindConfig(wd)
 	}
-	abs, _ := filepath.Abs(cfg)
 	return builder.OpenProject(builder.ProjectOptions{
 		ConfigFile:     cfg,
 		ConfigExplicit: explicit,
@@ -107,7 +106,8 @@ func (g *globals) open() (*builder.Project, error) {
 		Sets:           g.sets,
 		Builtin:        recipes.FS(),
 		BuiltinLabel:   "recipes",
-		ProjectDirHint: filepath.Dir(abs),
+		ProjectDirHint: tritonbuild.Checkout(),
+		BuiltinSources: tritonbuild.Embedded(),
 	})
 }
 
@@ -134,7 +134,7 @@ func (g *globals) executor(p *builder.Project, cmd *cobra.Command) *builder.Exec
 	}
 	return &builder.Executor{
 		Store:        p.Store,
-		ProjectDir:   p.Dir,
+		ProjectDir:   p.SourceDir,
 		Settings:     p.Settings,
 		Config:       p.Config,
 		Out:          errOut,
