@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
@@ -38,6 +40,10 @@ type BuildOptions struct {
 	KeepWork     bool
 	// Out receives status lines for a person; nil is silent.
 	Out io.Writer
+	// MissingPackages says which distribution packages of a list are not
+	// installed; nil asks dpkg (toolchain.MissingPackages) and skips the
+	// check where there is none.
+	MissingPackages func(ctx context.Context, pkgs []string) ([]string, error)
 	// Progress receives the progress of long steps, and Fetch tunes
 	// downloads (their progress goes to Fetch.Progress).
 	Progress chan<- StepUpdate
@@ -114,6 +120,9 @@ func (p *Project) Build(ctx context.Context, opts BuildOptions) (*BuildResult, e
 		}
 		return res, nil
 	}
+	if err := checkHostPackages(ctx, plan, opts.MissingPackages); err != nil {
+		return nil, err
+	}
 	ex := &Executor{
 		Store:        p.Store,
 		ProjectDir:   p.SourceDir,
@@ -169,4 +178,42 @@ func NewLauncher(exe string, host *toolchain.Host, s recipe.Settings, projectDir
 		return base, nil
 	}
 	return &chainLauncher{Base: base, Ccache: cc, Distcc: dc}, nil
+}
+
+// checkHostPackages stops a build before anything runs when a node that
+// would be built here lacks a distribution package it declares: otherwise
+// the build would fail in that node's configure step, possibly hours in.
+func checkHostPackages(ctx context.Context, plan *Plan, missing func(context.Context, []string) ([]string, error)) error {
+	if missing == nil {
+		missing = func(ctx context.Context, pkgs []string) ([]string, error) {
+			m, _, err := toolchain.MissingPackages(ctx, pkgs)
+			return m, err
+		}
+	}
+	var lines, all []string
+	for _, n := range plan.Nodes {
+		if n.Status != StatusBuild {
+			continue
+		}
+		pkgs := n.Recipe.HostPackagesOf(n.Ver)
+		if len(pkgs) == 0 {
+			continue
+		}
+		m, err := missing(ctx, pkgs)
+		if err != nil {
+			return fmt.Errorf("checking the host packages of %s %s: %w", n.Name, n.Version, err)
+		}
+		if len(m) > 0 {
+			lines = append(lines, fmt.Sprintf("%s %s needs distribution packages that are not installed: %s", n.Name, n.Version, strings.Join(m, " ")))
+			for _, p := range m {
+				if !slices.Contains(all, p) {
+					all = append(all, p)
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s\ninstall them first (as root): apt-get install -y %s\n(`tritonbuild doctor` checks the rest of the machine)", strings.Join(lines, "\n"), strings.Join(all, " "))
 }

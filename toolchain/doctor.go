@@ -252,6 +252,28 @@ func diskFor(h *Host, dir string) *DiskInfo {
 	return nil
 }
 
+// MissingPackages returns which of pkgs the distribution's package
+// database does not list as installed. asked is false when there is no
+// dpkg to ask (not a Debian-family system): then nothing can be said.
+func MissingPackages(ctx context.Context, pkgs []string) (missing []string, asked bool, err error) {
+	if len(pkgs) == 0 {
+		return nil, true, nil
+	}
+	if _, err := exec.LookPath("dpkg-query"); err != nil {
+		return nil, false, nil
+	}
+	installed, err := dpkgInstalled(ctx, pkgs)
+	if err != nil {
+		return nil, true, err
+	}
+	for _, p := range pkgs {
+		if !installed[p] {
+			missing = append(missing, p)
+		}
+	}
+	return missing, true, nil
+}
+
 // dpkgInstalled asks dpkg which of pkgs are installed. dpkg-query exits 1
 // when some are unknown and still lists the others, so its status is not
 // an error by itself.

@@ -45,7 +45,7 @@ type Recipe struct {
 	// any version needs installed on the machine: the system libraries
 	// CMake finds, the modules of code generators. A version adds its own.
 	// doctor checks them and prints the apt-get line that installs what is
-	// missing.
+	// missing; a build stops before anything runs when one is missing.
 	HostPackages []string `yaml:"host_packages" json:"host_packages,omitempty"`
 
 	// file is where the recipe came from ("recipes/llvm.yaml" or a path);
