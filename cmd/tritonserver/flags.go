@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
+	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
 // config is the parsed command line. Flag names and defaults follow
@@ -36,6 +40,13 @@ type config struct {
 	modelControlMode  string
 	pollSecs          int
 	loadModels        []string
+
+	// What one client or model can hold of the server: every bound is
+	// here, parsed in parseLimits, and handed to the frontends' and the
+	// repository's Options.
+	maxResponseSize int64
+	httpLimits      httpapi.Limits
+	grpcLimits      grpcapi.Limits
 }
 
 // listFlag collects a repeatable string flag.
@@ -101,6 +112,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.modelControlMode, "model-control-mode", "none", "model control mode: none (load everything at startup), poll (follow repository changes every --repository-poll-secs) or explicit (load and unload on request; --load-model at startup)")
 	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "seconds between repository polls (poll mode)")
 	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable; * loads every model)")
+	lim := addLimitFlags(fs)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -115,6 +127,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected argument %q (booleans take the form --flag=false)", fs.Arg(0))
 	}
 	c.exitTimeout = time.Duration(*secs) * time.Second
+	if err := lim.apply(c); err != nil {
+		return nil, err
+	}
 	return c, c.validate()
 }
 
@@ -158,6 +173,97 @@ func (c *config) settingsFor(be string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// limitFlags are the flags of the bounds on clients and models, in Triton's
+// units (seconds, milliseconds for its gRPC keepalive flags, bytes).
+type limitFlags struct {
+	maxResponse                    *int64
+	httpHeader, httpIdle           *int
+	httpMinRate                    *int64
+	httpConns                      *int
+	grpcRecv, grpcSend             *int
+	grpcStreams                    *uint
+	grpcConns                      *int
+	keepTime, keepTimeout, minPing *int
+	permitWithoutCalls             *bool
+	grpcIdle, grpcHandshake        *int
+}
+
+func addLimitFlags(fs *flag.FlagSet) *limitFlags {
+	return &limitFlags{
+		maxResponse:        fs.Int64("max-response-size", repository.DefaultMaxResponseSize, "largest response, in bytes of output, one request may get (refused before the model runs when the config fixes the output sizes); -1 for no bound"),
+		httpHeader:         fs.Int("http-header-timeout-secs", int(httpapi.DefaultHeaderTimeout/time.Second), "seconds a client has to send a request's headers; also the grace before --http-body-min-rate applies (-1: none)"),
+		httpIdle:           fs.Int("http-idle-timeout-secs", int(httpapi.DefaultIdleTimeout/time.Second), "seconds an HTTP keep-alive connection may sit idle before it is closed (-1: never)"),
+		httpMinRate:        fs.Int64("http-body-min-rate", httpapi.DefaultBodyMinRate, "slowest rate, in bytes per second, at which a request body must arrive (-1: any)"),
+		httpConns:          fs.Int("http-max-connections", 0, "HTTP connections served at once; more wait until one closes (0: a quarter of the open-file limit, at least 64; -1: no bound)"),
+		grpcRecv:           fs.Int("grpc-max-recv-message-size", grpcapi.DefaultMaxRecvMsgSize, "largest GRPC request message, in bytes"),
+		grpcSend:           fs.Int("grpc-max-send-message-size", grpcapi.DefaultMaxSendMsgSize, "largest GRPC response message, in bytes"),
+		grpcStreams:        fs.Uint("grpc-max-concurrent-streams", grpcapi.DefaultMaxConcurrentStreams, "GRPC calls one connection may run at once"),
+		grpcConns:          fs.Int("grpc-max-connections", 0, "GRPC connections served at once; more wait until one closes (0: 1024; -1: no bound)"),
+		keepTime:           fs.Int("grpc-keepalive-time", int(grpcapi.DefaultKeepaliveTime/time.Millisecond), "milliseconds between the server's keepalive pings on an idle GRPC connection"),
+		keepTimeout:        fs.Int("grpc-keepalive-timeout", int(grpcapi.DefaultKeepaliveTimeout/time.Millisecond), "milliseconds the server waits for a keepalive ping's answer before closing the connection"),
+		minPing:            fs.Int("grpc-http2-min-recv-ping-interval-without-data", int(grpcapi.DefaultMinRecvPingInterval/time.Millisecond), "shortest interval, in milliseconds, between client pings the server tolerates; faster clients are disconnected"),
+		permitWithoutCalls: fs.Bool("grpc-keepalive-permit-without-calls", false, "let clients send keepalive pings while no call runs"),
+		grpcIdle:           fs.Int("grpc-max-connection-idle-secs", int(grpcapi.DefaultMaxConnectionIdle/time.Second), "seconds a GRPC connection without calls stays open before the server sends GOAWAY (-1: never)"),
+		grpcHandshake:      fs.Int("grpc-handshake-timeout-secs", int(grpcapi.DefaultHandshakeTimeout/time.Second), "seconds a new GRPC connection has to complete its HTTP/2 setup"),
+	}
+}
+
+// apply validates the limit flags and stores them in c.
+func (l *limitFlags) apply(c *config) error {
+	secs := func(name string, v int) (time.Duration, error) {
+		switch {
+		case v == -1:
+			return -1, nil
+		case v <= 0:
+			return 0, fmt.Errorf("--%s must be positive or -1, got %d", name, v)
+		}
+		return time.Duration(v) * time.Second, nil
+	}
+	millis := func(name string, v int) (time.Duration, error) {
+		if v <= 0 {
+			return 0, fmt.Errorf("--%s must be positive, got %d", name, v)
+		}
+		return time.Duration(v) * time.Millisecond, nil
+	}
+	var errs []error
+	check := func(d time.Duration, err error) time.Duration { errs = append(errs, err); return d }
+	c.maxResponseSize = *l.maxResponse
+	if c.maxResponseSize == 0 || c.maxResponseSize < -1 {
+		errs = append(errs, fmt.Errorf("--max-response-size must be positive or -1, got %d", c.maxResponseSize))
+	}
+	c.httpLimits = httpapi.Limits{
+		HeaderTimeout:  check(secs("http-header-timeout-secs", *l.httpHeader)),
+		IdleTimeout:    check(secs("http-idle-timeout-secs", *l.httpIdle)),
+		BodyMinRate:    *l.httpMinRate,
+		MaxConnections: *l.httpConns,
+	}
+	if *l.httpMinRate == 0 || *l.httpMinRate < -1 {
+		errs = append(errs, fmt.Errorf("--http-body-min-rate must be positive or -1, got %d", *l.httpMinRate))
+	}
+	if *l.httpConns < -1 || *l.grpcConns < -1 {
+		errs = append(errs, errors.New("--http-max-connections and --grpc-max-connections must be >= -1"))
+	}
+	if *l.grpcRecv <= 0 || *l.grpcSend <= 0 || *l.grpcStreams == 0 || *l.grpcStreams > 1<<31 {
+		errs = append(errs, errors.New("--grpc-max-recv-message-size, --grpc-max-send-message-size and --grpc-max-concurrent-streams must be positive"))
+	}
+	c.grpcLimits = grpcapi.Limits{
+		MaxRecvMsgSize:              *l.grpcRecv,
+		MaxSendMsgSize:              *l.grpcSend,
+		MaxConcurrentStreams:        uint32(min(*l.grpcStreams, 1<<31)),
+		MaxConnections:              *l.grpcConns,
+		KeepaliveTime:               check(millis("grpc-keepalive-time", *l.keepTime)),
+		KeepaliveTimeout:            check(millis("grpc-keepalive-timeout", *l.keepTimeout)),
+		KeepalivePermitWithoutCalls: *l.permitWithoutCalls,
+		MinRecvPingInterval:         check(millis("grpc-http2-min-recv-ping-interval-without-data", *l.minPing)),
+		MaxConnectionIdle:           check(secs("grpc-max-connection-idle-secs", *l.grpcIdle)),
+		HandshakeTimeout:            check(secs("grpc-handshake-timeout-secs", *l.grpcHandshake)),
+	}
+	if c.grpcLimits.HandshakeTimeout < 0 {
+		errs = append(errs, errors.New("--grpc-handshake-timeout-secs must be positive"))
+	}
+	return errors.Join(errs...)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -92,6 +92,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	mgr, err := repository.New(repository.Options{
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
+		MaxResponseSize: cfg.maxResponseSize,
 	})
 	if err != nil {
 		return err
@@ -118,7 +119,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 		if err != nil {
 			return fmt.Errorf("starting %s: %w", what, err)
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		srv := cfg.httpLimits.NewHTTPServer(h)
+		ln = cfg.httpLimits.Listener(ln)
 		servers = append(servers, srv)
 		logger.Info("Started "+what+" at "+ln.Addr().String(), "service", what, "addr", ln.Addr().String())
 		go func() {
@@ -131,7 +133,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit, Health: hs,
+			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits,
 		})
 		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
@@ -149,7 +151,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit, Health: hs,
+			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
 		if err != nil {
@@ -157,6 +159,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 			_ = mgr.Close(context.Background())
 			return fmt.Errorf("starting GRPCInferenceService: %w", err)
 		}
+		ln = cfg.grpcLimits.Listener(ln)
 		grpcServer = grpcSrv.NewGRPCServer()
 		logger.Info("Started GRPCInferenceService at "+ln.Addr().String(), "service", "GRPCInferenceService", "addr", ln.Addr().String())
 		go func() {

@@ -179,7 +179,8 @@ func (e *Error) Unwrap() error { return e.Err }
 type Code int
 
 // Error classes; frontends map them to HTTP 400/404/503/501/500 (413 for
-// TooLarge) and to the corresponding gRPC codes.
+// TooLarge, 415 for UnsupportedMedia, 403 for Forbidden) and to the
+// corresponding gRPC codes.
 const (
 	InvalidArg Code = iota
 	NotFound
@@ -188,8 +189,16 @@ const (
 	Internal
 	AlreadyExists
 	// TooLarge: a request over a configured size limit
-	// (--http-max-input-size).
+	// (--http-max-input-size), or one whose response would be over
+	// --max-response-size.
 	TooLarge
+	// UnsupportedMedia: a request body in an encoding the server does not
+	// read (an unknown Content-Encoding).
+	UnsupportedMedia
+	// Forbidden: a request to an API restricted to clients that send a
+	// header this one lacks (--http-restricted-api and
+	// --grpc-restricted-protocol).
+	Forbidden
 )
 
 // Errorf builds an *Error with a message formatted like fmt.Errorf's:

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -49,7 +48,10 @@ type Options struct {
 	// MaxStreamInFlight bounds the requests of one ModelStreamInfer stream
 	// that run at once; 0 means DefaultMaxStreamInFlight.
 	MaxStreamInFlight int
-	Logger            *slog.Logger
+	// Limits bound message sizes, streams, keepalive and connections; the
+	// zero value selects the defaults (see Limits).
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // DefaultMaxStreamInFlight is the default bound on concurrently running
@@ -91,13 +93,11 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	healthpb.RegisterHealthServer(r, s.health)
 }
 
-// NewGRPCServer returns a grpc.Server carrying the services, accepting
-// messages of any size up to 2 GiB like Triton (tensors can be large).
+// NewGRPCServer returns a grpc.Server carrying the services with the
+// options' Limits applied (serve it on Limits.Listener's result so that
+// the connection bound holds too).
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
-	opts := append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(math.MaxInt32),
-		grpc.MaxSendMsgSize(math.MaxInt32),
-	}, extra...)
+	opts := append(s.opts.Limits.serverOptions(), extra...)
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	return g

@@ -30,6 +30,7 @@ type env struct {
 	health healthpb.HealthClient
 	srv    *Server
 	root   string
+	conn   *grpc.ClientConn
 }
 
 // newEnv serves a repository with the fake backend over a real loopback
@@ -58,7 +59,7 @@ func serve(t testing.TB, repo *frontendtest.Repo, opts Options) *env {
 		conn.Close()
 		g.Stop()
 	})
-	return &env{mgr: repo.Manager, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: repo.Root}
+	return &env{mgr: repo.Manager, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: repo.Root, conn: conn}
 }
 
 func bytesF32(b []byte) []float32 {

@@ -53,7 +53,10 @@ type Options struct {
 	// ModelControl enables the repository load and unload endpoints
 	// (explicit model control mode); otherwise they answer Unavailable.
 	ModelControl bool
-	Logger       *slog.Logger
+	// Limits bound connections and request bodies; the zero value selects
+	// the defaults (see Limits).
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Server is an http.Handler serving the v2 protocol.
@@ -63,6 +66,8 @@ type Server struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 	bufs sync.Pool // *[]byte request bodies and response headers
+	// decoders are the Content-Encodings request bodies may use.
+	decoders map[string]decoder
 }
 
 // New builds the handler.
@@ -76,7 +81,7 @@ func New(opts Options) *Server {
 	if opts.Health == nil {
 		opts.Health = health.New(opts.Manager, true)
 	}
-	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger}
+	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger, decoders: contentDecoders()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -220,9 +225,9 @@ type indexRequest struct {
 
 func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 	var req indexRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	body, err := s.readAll(w, r, 1<<20)
 	if err != nil {
-		writeError(w, backend.Errorf(backend.InvalidArg, "reading request body: %w", err))
+		writeError(w, err)
 		return
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
@@ -290,17 +295,22 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads the whole request body into a pooled buffer, refusing
 // bodies over the limit before reading them when Content-Length is known.
+// The buffer grows with what arrives rather than with what Content-Length
+// announces, so a body that never completes holds only what it sent.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 	limit := s.opts.MaxInputSize
 	if r.ContentLength > limit {
-		return nil, backend.Errorf(backend.TooLarge, "request body of %d bytes exceeds the maximum allowed value of %d bytes (--http-max-input-size)", r.ContentLength, limit)
+		return nil, tooLargeBody(r.ContentLength, limit)
+	}
+	body, err := s.body(w, r, limit)
+	if err != nil {
+		return nil, err
 	}
 	bp := s.bufs.Get().(*[]byte)
 	buf := (*bp)[:0]
-	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
-		buf = make([]byte, 0, r.ContentLength)
+	if want := min(r.ContentLength, preallocate); want > 0 && int64(cap(buf)) < want {
+		buf = make([]byte, 0, want)
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -312,16 +322,48 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, erro
 		}
 		if err != nil {
 			*bp = buf
-			s.bufs.Put(bp)
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, backend.Errorf(backend.TooLarge, "request body exceeds the maximum allowed value of %d bytes (--http-max-input-size)", limit)
-			}
-			return nil, backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
+			s.putBuf(bp)
+			return nil, bodyError(err, limit)
 		}
 	}
 	*bp = buf
 	return bp, nil
+}
+
+// preallocate is the most of an announced Content-Length allocated before
+// the bytes arrive.
+const preallocate = 1 << 20
+
+// readAll reads a small control body (index, load, unload) within limit.
+func (s *Server) readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, tooLargeBody(r.ContentLength, limit)
+	}
+	body, err := s.body(w, r, limit)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, bodyError(err, limit)
+	}
+	return b, nil
+}
+
+func tooLargeBody(n, limit int64) error {
+	return backend.Errorf(backend.TooLarge, "request body of %d bytes exceeds the maximum allowed value of %d bytes (--http-max-input-size)", n, limit)
+}
+
+func bodyError(err error, limit int64) error {
+	var mbe *http.MaxBytesError
+	var be *backend.Error
+	switch {
+	case errors.As(err, &mbe):
+		return backend.Errorf(backend.TooLarge, "request body exceeds the maximum allowed value of %d bytes (--http-max-input-size)", limit)
+	case errors.As(err, &be):
+		return be
+	}
+	return backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
 }
 
 func (s *Server) putBuf(bp *[]byte) {
@@ -396,6 +438,10 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			binary = append(binary, req.Parameters.BinaryDataOutput)
 		}
 	}
+	if err := checkRendered(m, req, selected, binary); err != nil {
+		writeError(w, err)
+		return
+	}
 	hp := s.bufs.Get().(*[]byte)
 	defer s.putBuf(hp)
 	b := (*hp)[:0]
@@ -463,15 +509,40 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	}
 }
 
+// checkRendered bounds the rendered response before it is built: JSON
+// text can take several times the bytes of the tensor it spells out, so
+// the worst case of each output's rendering (binary parts exactly) must
+// stay within the model's response limit.
+func checkRendered(m *repository.Model, req *inferRequest, selected []*backend.Tensor, binary []bool) error {
+	limit := m.MaxResponse()
+	if limit <= 0 {
+		return nil
+	}
+	// Fixed members, the id and the model name, escaped at worst.
+	bound := 128 + 6*int64(len(req.ID)+len(m.Name))
+	for i, t := range selected {
+		bound += 96 + 6*int64(len(t.Name)) + 21*int64(len(t.Shape))
+		if binary[i] {
+			bound += int64(len(t.Data))
+		} else {
+			bound += jsonBound(t)
+		}
+	}
+	if bound > limit {
+		return backend.Errorf(backend.TooLarge, "the JSON response of model '%s' could take up to %d bytes, more than the maximum of %d bytes (--max-response-size); request the outputs as binary data", m.Name, bound, limit)
+	}
+	return nil
+}
+
 // controlRequest is the body of a load or unload request.
 type controlRequest struct {
 	Parameters map[string]json.RawMessage `json:"parameters"`
 }
 
 func (s *Server) readControlRequest(w http.ResponseWriter, r *http.Request) (*controlRequest, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxInputSize))
+	body, err := s.readAll(w, r, s.opts.MaxInputSize)
 	if err != nil {
-		return nil, backend.Errorf(backend.InvalidArg, "reading request body: %w", err)
+		return nil, err
 	}
 	var req controlRequest
 	if len(bytes.TrimSpace(body)) > 0 {

@@ -198,6 +198,36 @@ func appendData(b []byte, t *backend.Tensor) ([]byte, bool) {
 	return append(b, ']'), true
 }
 
+// jsonBound is the most bytes appendData can write for t: the longest
+// spelling of each element plus its separator, and for BYTES six bytes
+// per input byte (a \u00XX escape) plus quotes and separator per element.
+func jsonBound(t *backend.Tensor) int64 {
+	n := int64(len(t.Data))
+	var per int64
+	switch t.DataType {
+	case backend.Bytes:
+		return 2 + 6*n // each 4-byte length prefix covers an element's quotes and comma
+	case backend.Bool:
+		per = 6 // "false,"
+	case backend.Uint8, backend.Int8:
+		per = 5
+	case backend.Uint16, backend.Int16:
+		per = 7
+	case backend.Uint32, backend.Int32:
+		per = 12
+	case backend.Uint64, backend.Int64:
+		per = 21
+	case backend.FP16, backend.BF16, backend.FP32:
+		per = 17 // "-1.1754944e-38" or a quoted "NaN", and a comma
+	case backend.FP64:
+		per = 25
+	default:
+		return 2
+	}
+	size := int64(t.DataType.Size())
+	return 2 + n/size*per
+}
+
 func appendFloat(b []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		// JSON has no NaN or infinity; Triton's clients read these spellings.

@@ -211,6 +211,9 @@ func (m *Manager) Infer(ctx context.Context, mod *Model, version int64, req *bac
 			if resp.Err != nil {
 				return mod, nil, resp.Err
 			}
+			if err := mod.CheckResponse(resp); err != nil {
+				return mod, nil, err
+			}
 			return mod, resp, nil
 		}
 		if retargets < maxRetargets && ctx.Err() == nil && mod.Scheduler.Closing() {

@@ -69,9 +69,19 @@ type Options struct {
 	// shape: the field report's client sends [2,10] to dims [10] and
 	// expects (2,5) back, and its model.py handles the extra dimension.
 	StrictInputShapes bool
+	// MaxResponseSize bounds the output bytes of one response
+	// (--max-response-size): requests whose outputs the config sizes
+	// beyond it are refused before they run, and responses that turn out
+	// larger are refused before a frontend renders them. 0 means
+	// DefaultMaxResponseSize; negative means no bound.
+	MaxResponseSize int64
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultMaxResponseSize is the default of Options.MaxResponseSize: 1 GiB,
+// half of what one gRPC message can carry.
+const DefaultMaxResponseSize = 1 << 30
 
 // VersionStatus is one version's state.
 type VersionStatus struct {
@@ -512,6 +522,17 @@ func (m *Manager) find(name string) (string, error) {
 	return "", fmt.Errorf("model '%s' appears in two repositories: %s and %s", name, filepath.Dir(found[0]), filepath.Dir(found[1]))
 }
 
+func (m *Manager) maxResponse() int64 {
+	switch n := m.opts.MaxResponseSize; {
+	case n == 0:
+		return DefaultMaxResponseSize
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
+}
+
 // loadVersion builds the spec and scheduler of one version.
 func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v int64) (*Model, error) {
 	vdir := filepath.Join(dir, strconv.FormatInt(v, 10))
@@ -538,7 +559,7 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	mod := &Model{
 		Name: cfg.Name, Version: v, Backend: cfg.backendName, Platform: cfg.platform,
 		Config: cfg.ModelConfig, ConfigJSON: spec.ConfigJSON, Spec: spec, Scheduler: s,
-		leadingDim: !m.opts.StrictInputShapes,
+		leadingDim: !m.opts.StrictInputShapes, maxResponse: m.maxResponse(),
 	}
 	mod.index()
 	return mod, nil

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,9 @@ type Model struct {
 	// leadingDim accepts one extra leading dimension on the inputs of a
 	// model with max_batch_size 0 (see Options.StrictInputShapes).
 	leadingDim bool
+	// maxResponse bounds the output bytes of one response
+	// (Options.MaxResponseSize); 0 means no bound.
+	maxResponse int64
 }
 
 // VersionString is the version as it appears on the wire ("1").
@@ -79,22 +83,25 @@ func (m *Model) index() {
 // input names (none unknown, none repeated, every required one present),
 // data types, shapes (the batch dimension against max_batch_size and equal
 // across inputs), data sizes (for BYTES, that the length-prefixed elements
-// fill the data exactly), and requested output names. Errors are
-// *backend.Error with code InvalidArg; messages follow Triton's wording.
+// fill the data exactly), requested output names (none unknown, none
+// repeated) and, where the config fixes the outputs' sizes, that the
+// response stays within Options.MaxResponseSize. Errors are *backend.Error
+// with code InvalidArg (TooLarge for the response bound); messages follow
+// Triton's wording.
 func (m *Model) Validate(req *backend.Request) error {
 	seen := 0
 	var batch int64 = -1
+	given := newIndexSet(len(m.Spec.Inputs))
 	for i := range req.Inputs {
 		t := &req.Inputs[i]
-		spec, ok := m.Input(t.Name)
+		idx, ok := m.inputIndex[t.Name]
 		if !ok {
 			return backend.Errorf(backend.InvalidArg, "unexpected inference input '%s' for model '%s'", t.Name, m.Name)
 		}
-		for j := 0; j < i; j++ {
-			if req.Inputs[j].Name == t.Name {
-				return backend.Errorf(backend.InvalidArg, "input '%s' is given more than once for model '%s'", t.Name, m.Name)
-			}
+		if !given.add(idx) {
+			return backend.Errorf(backend.InvalidArg, "input '%s' already exists in request", t.Name)
 		}
+		spec := &m.Spec.Inputs[idx]
 		if !spec.Optional {
 			seen++
 		}
@@ -154,12 +161,129 @@ func (m *Model) Validate(req *backend.Request) error {
 		return backend.Errorf(backend.InvalidArg, "expected %d inputs but got %d inputs for model '%s'. Got input(s) %s, but missing required input(s) %s",
 			m.required, seen, m.Name, inputNames(req), strings.Join(missing, ","))
 	}
+	requested := newIndexSet(len(m.Spec.Outputs))
 	for _, name := range req.Outputs {
-		if _, ok := m.outputIndex[name]; !ok {
+		idx, ok := m.outputIndex[name]
+		if !ok {
 			return backend.Errorf(backend.InvalidArg, "unexpected inference output '%s' for model '%s'", name, m.Name)
 		}
+		if !requested.add(idx) {
+			return backend.Errorf(backend.InvalidArg, "output '%s' already exists in request", name)
+		}
+	}
+	return m.checkResponseBound(req, max(batch, 1))
+}
+
+// indexSet records which declared inputs or outputs a request names; up to
+// 64 of them fit in a word, so the common request allocates nothing.
+type indexSet struct {
+	small uint64
+	large []bool
+}
+
+func newIndexSet(n int) indexSet {
+	if n > 64 {
+		return indexSet{large: make([]bool, n)}
+	}
+	return indexSet{}
+}
+
+// add marks i and reports whether it was new.
+func (s *indexSet) add(i int) bool {
+	if s.large != nil {
+		if s.large[i] {
+			return false
+		}
+		s.large[i] = true
+		return true
+	}
+	if s.small&(1<<uint(i)) != 0 {
+		return false
+	}
+	s.small |= 1 << uint(i)
+	return true
+}
+
+// checkResponseBound refuses, before anything runs, a request whose
+// outputs the config sizes beyond the response limit: outputs of fixed
+// dimensions and element size take rows x dims x size bytes. Outputs of
+// variable size (BYTES, -1 dimensions) are checked once they exist
+// (CheckResponse).
+func (m *Model) checkResponseBound(req *backend.Request, rows int64) error {
+	if m.maxResponse <= 0 {
+		return nil
+	}
+	var total int64
+	add := func(spec *backend.TensorSpec) {
+		size := int64(spec.DataType.Size())
+		if size == 0 {
+			return
+		}
+		n := rows
+		for _, d := range spec.Dims {
+			if d < 0 {
+				return
+			}
+			n = satMul(n, d)
+		}
+		total = satAdd(total, satMul(n, size))
+	}
+	if len(req.Outputs) == 0 {
+		for i := range m.Spec.Outputs {
+			add(&m.Spec.Outputs[i])
+		}
+	} else {
+		for _, name := range req.Outputs {
+			add(&m.Spec.Outputs[m.outputIndex[name]])
+		}
+	}
+	if total > m.maxResponse {
+		return responseTooLarge(m.Name, total, m.maxResponse)
 	}
 	return nil
+}
+
+// CheckResponse refuses a response whose outputs hold more than the
+// response limit, before a frontend renders it.
+func (m *Model) CheckResponse(resp *backend.Response) error {
+	if m.maxResponse <= 0 {
+		return nil
+	}
+	var total int64
+	for i := range resp.Outputs {
+		total += int64(len(resp.Outputs[i].Data))
+	}
+	if total > m.maxResponse {
+		return responseTooLarge(m.Name, total, m.maxResponse)
+	}
+	return nil
+}
+
+// MaxResponse is the bound on the output bytes of one response (0: none);
+// frontends hold their rendering of a response to it as well.
+func (m *Model) MaxResponse() int64 { return m.maxResponse }
+
+func responseTooLarge(model string, n, limit int64) error {
+	return backend.Errorf(backend.TooLarge, "response of model '%s' would hold %d bytes of output, more than the maximum of %d bytes (--max-response-size)", model, n, limit)
+}
+
+// satMul and satAdd multiply and add non-negative counts, saturating at
+// math.MaxInt64 instead of overflowing.
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func inputNames(req *backend.Request) string {
@@ -189,20 +313,17 @@ func FormatShape(s []int64) string {
 
 // checkByteSize verifies that t.Data holds exactly the elements of t.Shape.
 func checkByteSize(t *backend.Tensor) *backend.Error {
-	// Count elements with a cap so that absurd shapes cannot overflow.
-	limit := int64(len(t.Data)) + 1
 	n := int64(1)
 	for _, d := range t.Shape {
-		if d != 0 && n > limit/d {
-			n = limit
-		} else {
-			n *= d
-		}
+		n = satMul(n, d)
 	}
 	if t.DataType != backend.Bytes {
-		size := int64(t.DataType.Size())
-		if n >= limit || n*size != int64(len(t.Data)) {
-			return backend.Errorf(backend.InvalidArg, "expected %d bytes of data for shape %s, got %d", max(n, 0)*size, FormatShape(t.Shape), len(t.Data))
+		want := satMul(n, int64(t.DataType.Size()))
+		if want == math.MaxInt64 {
+			return backend.Errorf(backend.InvalidArg, "shape %s has more elements than a request can carry", FormatShape(t.Shape))
+		}
+		if want != int64(len(t.Data)) {
+			return backend.Errorf(backend.InvalidArg, "expected %d bytes of data for shape %s, got %d", want, FormatShape(t.Shape), len(t.Data))
 		}
 		return nil
 	}

@@ -1,8 +1,9 @@
 // Package status maps the serving core's errors to protocol status codes in
 // one place, so that the HTTP and gRPC frontends answer the same error with
 // corresponding codes (Triton's mapping: not found 404, unavailable 503,
-// unsupported 501, internal 500, everything else 400; and 413 for a body over
-// --http-max-input-size). It also holds the status of health answers, so
+// unsupported 501, internal 500, everything else 400; 413 for a body over
+// --http-max-input-size or a response over --max-response-size, 415 for
+// an unsupported Content-Encoding, 403 for a restricted API). It also holds the status of health answers, so
 // that no frontend writes a literal code.
 package status
 
@@ -43,6 +44,10 @@ func HTTPStatus(err error) int {
 		return http.StatusInternalServerError
 	case backend.TooLarge:
 		return http.StatusRequestEntityTooLarge
+	case backend.UnsupportedMedia:
+		return http.StatusUnsupportedMediaType
+	case backend.Forbidden:
+		return http.StatusForbidden
 	}
 	return http.StatusBadRequest
 }
@@ -74,6 +79,11 @@ func GRPCCode(err error) codes.Code {
 	case backend.TooLarge:
 		// What gRPC itself answers for a message over its size limit.
 		return codes.ResourceExhausted
+	case backend.UnsupportedMedia:
+		return codes.Unimplemented
+	case backend.Forbidden:
+		// Triton answers a restricted protocol with UNAVAILABLE.
+		return codes.Unavailable
 	}
 	return codes.InvalidArgument
 }

@@ -24,6 +24,8 @@ func TestMapping(t *testing.T) {
 		{backend.Errorf(backend.Internal, "x"), 500, codes.Internal},
 		{backend.Errorf(backend.AlreadyExists, "x"), 400, codes.AlreadyExists},
 		{backend.Errorf(backend.TooLarge, "x"), 413, codes.ResourceExhausted},
+		{backend.Errorf(backend.UnsupportedMedia, "x"), 415, codes.Unimplemented},
+		{backend.Errorf(backend.Forbidden, "x"), 403, codes.Unavailable},
 		{fmt.Errorf("loading: %w", backend.Errorf(backend.NotFound, "x")), 404, codes.NotFound},
 		// The outermost *backend.Error decides, whatever it wraps.
 		{backend.Errorf(backend.Internal, "model failed: %w", context.Canceled), 500, codes.Internal},

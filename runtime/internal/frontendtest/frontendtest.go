@@ -55,6 +55,15 @@ output [
 ]
 parameters { key: "fake_mode" value { string_value: "identity" } }
 `
+	// Echo copies one BYTES input of any length to its output, so that a
+	// small request can ask for a large response (issue 17's case 1).
+	Echo = `
+backend: "fake"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_STRING dims: [-1] }]
+output [{ name: "OUT" data_type: TYPE_STRING dims: [-1] }]
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`
 	// Broken is a valid configuration whose instances fail to load, so the
 	// model stays UNAVAILABLE.
 	Broken = `
@@ -103,21 +112,39 @@ type Repo struct {
 // NewRepo writes models (name -> config, each with versions 1 and 2) to a
 // temporary repository and loads them all with the fake backend and a
 // strict model config. Models that fail to load stay in the index, as some
-// tests want them. The manager is closed when the test ends.
-func NewRepo(tb testing.TB, models map[string]string) *Repo {
+// tests want them. Each of tweaks may change the manager's options. The
+// manager is closed when the test ends.
+func NewRepo(tb testing.TB, models map[string]string, tweaks ...func(*repository.Options)) *Repo {
 	tb.Helper()
 	root := tb.TempDir()
 	for name, cfg := range models {
 		WriteModel(tb, root, name, cfg, "1", "2")
 	}
 	be := fake.New()
-	mgr, err := repository.New(repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
+	opts := repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true}
+	for _, tw := range tweaks {
+		tw(&opts)
+	}
+	mgr, err := repository.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	_ = mgr.LoadAll(context.Background())
 	tb.Cleanup(func() { _ = mgr.Close(context.Background()) })
 	return &Repo{Root: root, Manager: mgr, Backend: be}
+}
+
+// BytesElems encodes n BYTES elements of size bytes each ('x'), the
+// length-prefixed tensor encoding.
+func BytesElems(n, size int) []byte {
+	b := make([]byte, 0, n*(4+size))
+	for i := 0; i < n; i++ {
+		b = binary.LittleEndian.AppendUint32(b, uint32(size))
+		for k := 0; k < size; k++ {
+			b = append(b, 'x')
+		}
+	}
+	return b
 }
 
 // F32Bytes encodes v as tensor data (little-endian FP32).

@@ -1,0 +1,116 @@
+package grpcapi
+
+import (
+	"net"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Limits bound what one client can hold of the gRPC service. Zero fields
+// select the defaults below; flag names are Triton's where it has the
+// setting (--grpc-keepalive-*, --grpc-http2-min-recv-ping-interval-without-data).
+type Limits struct {
+	// MaxRecvMsgSize bounds one request message in bytes
+	// (--grpc-max-recv-message-size).
+	MaxRecvMsgSize int
+	// MaxSendMsgSize bounds one response message in bytes
+	// (--grpc-max-send-message-size).
+	MaxSendMsgSize int
+	// MaxConcurrentStreams bounds the RPCs one connection runs at once
+	// (--grpc-max-concurrent-streams).
+	MaxConcurrentStreams uint32
+	// MaxConnections bounds the connections served at once
+	// (--grpc-max-connections); further clients wait in the listen backlog.
+	// Negative means no bound.
+	MaxConnections int
+	// KeepaliveTime is how often the server pings an idle connection and
+	// KeepaliveTimeout how long it waits for the answer before closing it
+	// (--grpc-keepalive-time, --grpc-keepalive-timeout, milliseconds).
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// KeepalivePermitWithoutCalls lets clients ping while no RPC runs
+	// (--grpc-keepalive-permit-without-calls).
+	KeepalivePermitWithoutCalls bool
+	// MinRecvPingInterval is the shortest interval between client pings
+	// the server tolerates; a client pinging faster is disconnected
+	// (--grpc-http2-min-recv-ping-interval-without-data, milliseconds).
+	MinRecvPingInterval time.Duration
+	// MaxConnectionIdle closes, with a GOAWAY that clients recover from, a
+	// connection without RPCs for this long (--grpc-max-connection-idle-secs);
+	// negative never.
+	MaxConnectionIdle time.Duration
+	// HandshakeTimeout bounds a new connection's HTTP/2 setup, so that a
+	// socket that never speaks is closed (--grpc-handshake-timeout-secs).
+	HandshakeTimeout time.Duration
+}
+
+// Defaults of Limits: Triton's keepalive defaults (gRPC core's), and
+// message sizes matching the HTTP frontend's input limit and the server's
+// response limit.
+const (
+	DefaultMaxRecvMsgSize       = 64 << 20
+	DefaultMaxSendMsgSize       = 1<<30 + 1<<20 // a 1 GiB response and its framing
+	DefaultMaxConcurrentStreams = 128
+	DefaultKeepaliveTime        = 2 * time.Hour
+	DefaultKeepaliveTimeout     = 20 * time.Second
+	DefaultMinRecvPingInterval  = 5 * time.Minute
+	DefaultMaxConnectionIdle    = 5 * time.Minute
+	DefaultHandshakeTimeout     = 10 * time.Second
+	defaultMaxConnections       = 1024
+)
+
+func (l Limits) withDefaults() Limits {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	if l.MaxRecvMsgSize <= 0 {
+		l.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if l.MaxSendMsgSize <= 0 {
+		l.MaxSendMsgSize = DefaultMaxSendMsgSize
+	}
+	if l.MaxConcurrentStreams == 0 {
+		l.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = defaultMaxConnections
+	}
+	set(&l.KeepaliveTime, DefaultKeepaliveTime)
+	set(&l.KeepaliveTimeout, DefaultKeepaliveTimeout)
+	set(&l.MinRecvPingInterval, DefaultMinRecvPingInterval)
+	set(&l.MaxConnectionIdle, DefaultMaxConnectionIdle)
+	set(&l.HandshakeTimeout, DefaultHandshakeTimeout)
+	return l
+}
+
+func (l Limits) serverOptions() []grpc.ServerOption {
+	l = l.withDefaults()
+	params := keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}
+	if l.MaxConnectionIdle > 0 {
+		params.MaxConnectionIdle = l.MaxConnectionIdle
+	}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(l.MaxSendMsgSize),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.KeepaliveParams(params),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             l.MinRecvPingInterval,
+			PermitWithoutStream: l.KeepalivePermitWithoutCalls,
+		}),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+	}
+}
+
+// Listener bounds the connections accepted from ln at once.
+func (l Limits) Listener(ln net.Listener) net.Listener {
+	l = l.withDefaults()
+	if l.MaxConnections < 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, l.MaxConnections)
+}

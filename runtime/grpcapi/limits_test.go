@@ -1,0 +1,80 @@
+package grpcapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
+	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+)
+
+// TestDuplicatesRefused is issue 17's case 1 over gRPC: a request naming
+// an output (or an input) twice is refused with Triton's text instead of
+// being answered with a copy per name.
+func TestDuplicatesRefused(t *testing.T) {
+	e := newEnv(t, map[string]string{"echo": frontendtest.Echo})
+	data := frontendtest.BytesElems(1000, 4000)
+	in := &pb.ModelInferRequest_InferInputTensor{Name: "IN", Datatype: "BYTES", Shape: []int64{1000}}
+	req := &pb.ModelInferRequest{ModelName: "echo", Inputs: []*pb.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{data}}
+	for i := 0; i < 400; i++ {
+		req.Outputs = append(req.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: "OUT"})
+	}
+	_, err := e.client.ModelInfer(context.Background(), req)
+	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != "output 'OUT' already exists in request" {
+		t.Errorf("duplicate outputs: %v", err)
+	}
+	req.Outputs = nil
+	req.Inputs = append(req.Inputs, in)
+	req.RawInputContents = append(req.RawInputContents, data)
+	_, err = e.client.ModelInfer(context.Background(), req)
+	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "input 'IN' already exists in request") {
+		t.Errorf("duplicate inputs: %v", err)
+	}
+}
+
+// TestMessageSizeBounded is issue 17's case 3: gRPC accepted messages up
+// to 2 GiB with no way to lower it. A request over MaxRecvMsgSize is
+// refused by gRPC itself, before any model sees it, and the server goes on.
+func TestMessageSizeBounded(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"echo": frontendtest.Echo})
+	e := serve(t, repo, Options{Manager: repo.Manager, Limits: Limits{MaxRecvMsgSize: 1 << 20, MaxSendMsgSize: 1 << 20}})
+	req := func(size int) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{ModelName: "echo",
+			Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "BYTES", Shape: []int64{1}}},
+			RawInputContents: [][]byte{frontendtest.BytesElems(1, size)}}
+	}
+	_, err := e.client.ModelInfer(context.Background(), req(2<<20))
+	if st := grpcstatus.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "larger than max") {
+		t.Errorf("2 MiB message to a 1 MiB limit: %v", err)
+	}
+	if _, err := e.client.ModelInfer(context.Background(), req(1000)); err != nil {
+		t.Errorf("a small request after the refused one: %v", err)
+	}
+}
+
+// TestIdleConnectionGoesAway: a connection without calls is closed with a
+// GOAWAY after MaxConnectionIdle, which clients recover from on their next
+// call.
+func TestIdleConnectionGoesAway(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"echo": frontendtest.Echo})
+	e := serve(t, repo, Options{Manager: repo.Manager, Limits: Limits{MaxConnectionIdle: 200 * time.Millisecond}})
+	if _, err := e.client.ServerLive(context.Background(), &pb.ServerLiveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.conn.GetState() != connectivity.Idle {
+		if time.Now().After(deadline) {
+			t.Fatalf("connection still %v after the idle bound", e.conn.GetState())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.client.ServerLive(context.Background(), &pb.ServerLiveRequest{}); err != nil {
+		t.Errorf("the next call after GOAWAY: %v", err)
+	}
+}

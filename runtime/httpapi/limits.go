@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
+
+// Limits bound what one client can hold of an HTTP service: time to send
+// the request headers, time a kept-alive connection may sit idle, the rate
+// a request body must arrive at, and the connections open at once. The
+// zero value of a field selects its default (DefaultLimits); a negative
+// duration or rate turns that bound off.
+type Limits struct {
+	// HeaderTimeout bounds reading a request's headers
+	// (--http-header-timeout-secs). It is also the grace a body gets
+	// before BodyMinRate applies.
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long (--http-idle-timeout-secs).
+	IdleTimeout time.Duration
+	// BodyMinRate is the slowest a request body may arrive, in bytes per
+	// second averaged from the end of the headers (--http-body-min-rate):
+	// n bytes must be in within HeaderTimeout + n/BodyMinRate.
+	BodyMinRate int64
+	// MaxConnections bounds the connections served at once
+	// (--http-max-connections); further clients wait in the listen
+	// backlog until one closes.
+	MaxConnections int
+}
+
+// Defaults of Limits.
+const (
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout   = 60 * time.Second
+	DefaultBodyMinRate   = 64 << 10 // 64 KiB/s: 16 minutes for a 64 MiB body
+)
+
+// DefaultMaxConnections is the connection bound used when MaxConnections
+// is 0: a quarter of the process's open-file limit (the HTTP, gRPC and
+// metrics services share it with model files, pipes and shared memory),
+// at least 64.
+func DefaultMaxConnections() int {
+	return max(openFileLimit()/4, 64)
+}
+
+func openFileLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 16
+	}
+	return int(rl.Cur)
+}
+
+// withDefaults resolves zero fields.
+func (l Limits) withDefaults() Limits {
+	if l.HeaderTimeout == 0 {
+		l.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.BodyMinRate == 0 {
+		l.BodyMinRate = DefaultBodyMinRate
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = DefaultMaxConnections()
+	}
+	return l
+}
+
+// NewHTTPServer returns an http.Server for h that applies the header and
+// idle timeouts of l; serve it on l.Listener's result so that the
+// connection bound holds too.
+func (l Limits) NewHTTPServer(h http.Handler) *http.Server {
+	l = l.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: positive(l.HeaderTimeout),
+		IdleTimeout:       positive(l.IdleTimeout),
+	}
+}
+
+// Listener bounds the connections accepted from ln at once.
+func (l Limits) Listener(ln net.Listener) net.Listener {
+	l = l.withDefaults()
+	if l.MaxConnections < 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, l.MaxConnections)
+}
+
+// positive maps a turned-off (negative) duration to net/http's "none".
+func positive(d time.Duration) time.Duration { return max(d, 0) }
+
+// decoder wraps a request body in the decoding its Content-Encoding names.
+type decoder func(io.ReadCloser) (io.ReadCloser, error)
+
+// contentDecoders are the request Content-Encodings this frontend reads;
+// anything else is refused with 415 before the body is read. A decoding
+// (gzip, deflate) is one more entry; the size limit applies to the decoded
+// bytes, so a small compressed body cannot expand past it.
+func contentDecoders() map[string]decoder {
+	return map[string]decoder{"identity": nil}
+}
+
+// body returns r's body decoded, bounded to limit bytes and held to the
+// minimum arrival rate. The error is a *backend.Error.
+func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
+	var rd io.ReadCloser = r.Body
+	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
+		dec, ok := s.decoders[enc]
+		if !ok {
+			return nil, backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity)", enc)
+		}
+		if dec != nil {
+			var err error
+			if rd, err = dec(rd); err != nil {
+				return nil, backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
+			}
+		}
+	}
+	rd = http.MaxBytesReader(w, rd, limit)
+	lim := s.opts.Limits.withDefaults()
+	if lim.BodyMinRate < 0 {
+		return rd, nil
+	}
+	return &paced{r: rd, rc: http.NewResponseController(w), start: time.Now(), grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}, nil
+}
+
+// paced moves the connection's read deadline ahead of each read so that
+// the body's n-th byte must arrive within grace + n/rate of the start: a
+// client that stalls, or trickles below the rate, is cut off instead of
+// holding its connection and buffer forever.
+type paced struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64
+	n     int64
+}
+
+func (p *paced) Read(b []byte) (int, error) {
+	due := p.start.Add(p.grace + time.Duration(float64(p.n+1)/float64(p.rate)*float64(time.Second)))
+	// Recorders and other non-connection writers cannot set deadlines; the
+	// bound then rests on the server's own timeouts.
+	_ = p.rc.SetReadDeadline(due)
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, backend.Errorf(backend.InvalidArg, "the request body arrived slower than %d bytes per second (--http-body-min-rate): %d bytes in %s", p.rate, p.n, time.Since(p.start).Round(time.Millisecond))
+	}
+	if err == io.EOF {
+		_ = p.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
