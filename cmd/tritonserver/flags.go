@@ -35,6 +35,15 @@ type config struct {
 	httpMaxInputSize  int64
 	logVerbose        int
 	logFile           string
+	logInfo           bool
+	logWarning        bool
+	logError          bool
+	logFormat         string
+	modelLoadThreads  int
+	bufferThreads     int
+	allowCPUMetrics   bool
+	allowGPUMetrics   bool
+	backendDirectory  string
 	backendConfig     map[string]map[string]string // backend ("" = every backend) -> key -> value
 	id                string
 	modelControlMode  string
@@ -47,6 +56,139 @@ type config struct {
 	maxResponseSize int64
 	httpLimits      httpapi.Limits
 	grpcLimits      grpcapi.Limits
+}
+
+// tritonBool is a boolean flag spelled as Triton accepts it: true, on, 1,
+// false, off or 0 (any case). Like Go's boolean flags it may stand alone
+// (--flag means true); splitBoolArgs lets it take its value as the next
+// argument as well, as Triton's --flag true.
+type tritonBool struct{ v *bool }
+
+func (b tritonBool) String() string {
+	if b.v == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*b.v)
+}
+func (b tritonBool) IsBoolFlag() bool { return true }
+func (b tritonBool) Set(s string) error {
+	v, ok := parseTritonBool(s)
+	if !ok {
+		return fmt.Errorf("invalid value for bool option: %s (want true, false, on, off, 1 or 0)", s)
+	}
+	*b.v = v
+	return nil
+}
+
+func parseTritonBool(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "on", "1":
+		return true, true
+	case "false", "off", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// verboseFlag is --log-verbose: an integer level, or true/false for 1/0
+// as Triton accepts.
+type verboseFlag struct{ v *int }
+
+func (f verboseFlag) String() string {
+	if f.v == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.v)
+}
+func (f verboseFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "true":
+		*f.v = 1
+		return nil
+	case "false":
+		*f.v = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a verbose level >= 0 (or true/false), got %q", s)
+	}
+	*f.v = n
+	return nil
+}
+
+// splitBoolArgs joins "--flag value" into "--flag=value" for the boolean
+// flags of fs when the value is one of Triton's boolean spellings, so that
+// Triton's command lines (--strict-model-config false) parse unchanged
+// while a bare --flag keeps meaning true.
+func splitBoolArgs(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if name != a && !strings.Contains(name, "=") && i+1 < len(args) {
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+					if _, ok := parseTritonBool(args[i+1]); ok {
+						out = append(out, a+"="+args[i+1])
+						i++
+						continue
+					}
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// refusedFlags are Triton flags this server does not implement, with the
+// reason given when a command line uses one (instead of Go's "flag
+// provided but not defined").
+var refusedFlags = map[string]string{
+	"cache-config":                     "the response cache is not supported by this server",
+	"cache-directory":                  "the response cache is not supported by this server",
+	"response-cache-byte-size":         "the response cache is not supported by this server",
+	"repoagent-directory":              "repository agents are not supported by this server",
+	"rate-limit":                       "the rate limiter is not supported by this server",
+	"rate-limit-resource":              "the rate limiter is not supported by this server",
+	"cuda-memory-pool-byte-size":       "this server has no GPU support",
+	"cuda-virtual-address-size":        "this server has no GPU support",
+	"min-supported-compute-capability": "this server has no GPU support",
+	"model-load-gpu-limit":             "this server has no GPU support",
+	"host-policy":                      "host policies (NUMA nodes, CPU cores per policy) are not supported by this server",
+	"model-load-retry-count":           "load retries are not supported by this server",
+	"allow-sagemaker":                  "the SageMaker frontend is not part of this server",
+	"sagemaker-port":                   "the SageMaker frontend is not part of this server",
+	"sagemaker-safe-port-range":        "the SageMaker frontend is not part of this server",
+	"sagemaker-thread-count":           "the SageMaker frontend is not part of this server",
+	"allow-vertex-ai":                  "the Vertex AI frontend is not part of this server",
+	"vertex-ai-port":                   "the Vertex AI frontend is not part of this server",
+	"vertex-ai-thread-count":           "the Vertex AI frontend is not part of this server",
+	"vertex-ai-default-model":          "the Vertex AI frontend is not part of this server",
+	"grpc-use-ssl":                     "TLS is not built into this server; terminate TLS in front of it",
+	"grpc-use-ssl-mutual":              "TLS is not built into this server; terminate TLS in front of it",
+	"grpc-server-cert":                 "TLS is not built into this server; terminate TLS in front of it",
+	"grpc-server-key":                  "TLS is not built into this server; terminate TLS in front of it",
+	"grpc-root-cert":                   "TLS is not built into this server; terminate TLS in front of it",
+	"reuse-http-port":                  "SO_REUSEPORT sharing of a port is not supported by this server",
+	"reuse-grpc-port":                  "SO_REUSEPORT sharing of a port is not supported by this server",
+	"http-header-forward-pattern":      "forwarding headers as request parameters is not supported by this server",
+	"grpc-header-forward-pattern":      "forwarding headers as request parameters is not supported by this server",
+}
+
+// undefinedFlag extracts the name from the flag package's error for an
+// unknown flag.
+func undefinedFlag(err error) (string, bool) {
+	const prefix = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return "", false
+	}
+	return strings.TrimLeft(msg[len(prefix):], "-"), true
 }
 
 // listFlag collects a repeatable string flag.
@@ -96,17 +238,33 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.grpcAddress, "grpc-address", "0.0.0.0", "address the GRPC service binds to")
 	fs.IntVar(&c.metricsPort, "metrics-port", 8002, "port of the metrics service (/metrics)")
 	fs.StringVar(&c.metricsAddress, "metrics-address", "0.0.0.0", "address the metrics service binds to")
-	fs.BoolVar(&c.allowHTTP, "allow-http", true, "serve the HTTP protocol")
-	fs.BoolVar(&c.allowGRPC, "allow-grpc", true, "serve the GRPC protocol")
-	fs.BoolVar(&c.allowMetrics, "allow-metrics", true, "serve Prometheus metrics")
-	fs.BoolVar(&c.strictInputShapes, "strict-input-shapes", false, "refuse, as Triton does, inputs with one more leading dimension than a max_batch_size 0 model declares (by default they pass through, as the field report's client needs)")
-	fs.BoolVar(&c.strictModelConfig, "strict-model-config", false, "require config.pbtxt for every model (when false, a backend that can auto-complete a configuration may serve a model without one)")
-	fs.BoolVar(&c.strictReadiness, "strict-readiness", true, "report ready only when every model is ready")
-	fs.BoolVar(&c.exitOnError, "exit-on-error", true, "exit when a model fails to load at startup")
+	boolVar := func(p *bool, name string, def bool, usage string) {
+		*p = def
+		fs.Var(tritonBool{p}, name, usage)
+	}
+	boolVar(&c.allowHTTP, "allow-http", true, "serve the HTTP protocol")
+	boolVar(&c.allowGRPC, "allow-grpc", true, "serve the GRPC protocol")
+	boolVar(&c.allowMetrics, "allow-metrics", true, "serve Prometheus metrics")
+	boolVar(&c.allowCPUMetrics, "allow-cpu-metrics", true, "report the nv_cpu_* metrics (ignored unless --allow-metrics)")
+	boolVar(&c.allowGPUMetrics, "allow-gpu-metrics", true, "accepted for Triton's command lines; there are no GPUs here, so no GPU metrics")
+	boolVar(&c.strictInputShapes, "strict-input-shapes", false, "refuse, as Triton does, inputs with one more leading dimension than a max_batch_size 0 model declares (by default they pass through, as the field report's client needs)")
+	boolVar(&c.strictModelConfig, "strict-model-config", false, "require config.pbtxt for every model (when false, a backend that can auto-complete a configuration may serve a model without one); deprecated by Triton in favour of --disable-auto-complete-config")
+	disableAuto := fs.Bool("disable-auto-complete-config", false, "require config.pbtxt with every required setting for every model (no auto-completion); the same as --strict-model-config=true")
+	boolVar(&c.strictReadiness, "strict-readiness", true, "report ready only when every model is ready")
+	boolVar(&c.exitOnError, "exit-on-error", true, "exit when a model fails to load at startup")
+	namespacing := false
+	boolVar(&namespacing, "model-namespacing", false, "serve models of the same name from different repositories (only false is supported: names must be unique across repositories)")
 	secs := fs.Int("exit-timeout-secs", 30, "seconds to drain in-flight requests on shutdown")
 	fs.Int64Var(&c.httpMaxInputSize, "http-max-input-size", 64<<20, "largest HTTP request body accepted, in bytes")
-	fs.IntVar(&c.logVerbose, "log-verbose", 0, "verbose logging level (0 off, 1 and up more detail)")
+	fs.Var(verboseFlag{&c.logVerbose}, "log-verbose", "verbose logging level (0 off, 1 and up more detail; changeable through /v2/logging)")
 	fs.StringVar(&c.logFile, "log-file", "", "write the log to this file instead of standard error")
+	boolVar(&c.logInfo, "log-info", true, "log INFO messages (changeable through /v2/logging)")
+	boolVar(&c.logWarning, "log-warning", true, "log WARNING messages (changeable through /v2/logging)")
+	boolVar(&c.logError, "log-error", true, "log ERROR messages (changeable through /v2/logging)")
+	fs.StringVar(&c.logFormat, "log-format", "default", `log line format: "default" (LMMDD hh:mm:ss.ssssss) or "ISO8601" (YYYY-MM-DDThh:mm:ssZ L)`)
+	fs.IntVar(&c.modelLoadThreads, "model-load-thread-count", 4, "Triton's bound on models loading at once (at least 1); this server loads models one after another, which any value allows")
+	fs.IntVar(&c.bufferThreads, "buffer-manager-thread-count", 0, "accepted for Triton's command lines (Triton itself no longer uses it); tensor copies here run on the request's goroutine")
+	fs.StringVar(&c.backendDirectory, "backend-directory", "", "accepted for Triton's command lines; the backends (pytorch, python) are built into this binary, so no directory is searched")
 	fs.Var(backendConfigFlag{c.backendConfig}, "backend-config", "backend setting <backend>,<setting>=<value> (repeatable)")
 	fs.StringVar(&c.id, "id", "triton", "server identifier reported by the metadata endpoint")
 	fs.StringVar(&c.modelControlMode, "model-control-mode", "none", "model control mode: none (load everything at startup), poll (follow repository changes every --repository-poll-secs) or explicit (load and unload on request; --load-model at startup)")
@@ -114,7 +272,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable; * loads every model)")
 	lim := addLimitFlags(fs)
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(splitBoolArgs(fs, args)); err != nil {
+		if name, ok := undefinedFlag(err); ok {
+			if why, known := refusedFlags[name]; known {
+				return nil, fmt.Errorf("--%s is not supported: %s", name, why)
+			}
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(out, "Usage: tritonserver --model-repository=<path> [options]\n\nOptions (--flag=value or --flag value; booleans as --flag=false):\n")
 			fs.SetOutput(out)
@@ -129,6 +292,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	c.exitTimeout = time.Duration(*secs) * time.Second
 	if err := lim.apply(c); err != nil {
 		return nil, err
+	}
+	if *disableAuto {
+		c.strictModelConfig = true
+	}
+	if namespacing {
+		return nil, errors.New("--model-namespacing=true is not supported: this server needs model names unique across repositories")
 	}
 	return c, c.validate()
 }
@@ -158,6 +327,15 @@ func (c *config) validate() error {
 	}
 	if c.pollSecs < 0 {
 		return errors.New("--repository-poll-secs must not be negative")
+	}
+	if c.logFormat != "default" && c.logFormat != "ISO8601" {
+		return fmt.Errorf("--log-format must be default or ISO8601, got %q", c.logFormat)
+	}
+	if c.modelLoadThreads < 1 {
+		return fmt.Errorf("--model-load-thread-count must be at least 1, got %d", c.modelLoadThreads)
+	}
+	if c.bufferThreads < 0 {
+		return fmt.Errorf("--buffer-manager-thread-count must not be negative, got %d", c.bufferThreads)
 	}
 	return nil
 }

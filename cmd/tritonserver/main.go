@@ -25,6 +25,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
+	"github.com/tritonbuild/tritonbuild/runtime/logging"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
@@ -60,16 +61,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		logOut = f
 	}
-	level := slog.LevelInfo
-	if cfg.logVerbose > 0 {
-		level = slog.LevelDebug
+	log, err := newLog(cfg, logOut)
+	if err != nil {
+		fmt.Fprintf(stderr, "tritonserver: %v\n", err)
+		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	if err := serve(ctx, cfg, logger, backends(cfg, logger)); err != nil {
+	logger := log.Logger()
+	if cfg.backendDirectory != "" {
+		logger.Info("backends are built into this server; --backend-directory is not searched", "backend-directory", cfg.backendDirectory)
+	}
+	if err := serve(ctx, cfg, log, backends(cfg, logger)); err != nil {
 		logger.Error("exiting", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// newLog builds the server's one log from the --log-* flags, writing to out.
+func newLog(cfg *config, out io.Writer) (*logging.Log, error) {
+	return logging.New(out, logging.Settings{
+		File: cfg.logFile, Info: cfg.logInfo, Warning: cfg.logWarning, Error: cfg.logError,
+		Verbose: uint32(cfg.logVerbose), Format: cfg.logFormat,
+	})
 }
 
 // backends registers the backends this binary carries, each logging to
@@ -84,7 +97,8 @@ func backends(cfg *config, logger *slog.Logger) map[string]backend.Backend {
 // serve runs the server with the backends bes until ctx ends (the signal),
 // then shuts down gracefully: stop reporting ready, stop accepting, let the
 // requests in flight finish (up to --exit-timeout-secs), unload the models.
-func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string]backend.Backend) error {
+func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]backend.Backend) error {
+	logger := log.Logger()
 	beCfg := map[string]map[string]string{}
 	for name := range bes {
 		beCfg[name] = cfg.settingsFor(name)
@@ -133,7 +147,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits,
+			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log,
 		})
 		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
@@ -151,7 +165,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, bes map[string
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits,
+			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
 		if err != nil {

@@ -22,7 +22,11 @@ func TestFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--model-repository=/x", "--no-such-flag"},
-		{"--model-repository=/x", "--allow-http", "false"}, // booleans need =false
+		{"--model-repository=/x", "--allow-http", "maybe"}, // not a boolean: an unexpected argument
+		{"--model-repository=/x", "--log-info=sometimes"},
+		{"--model-repository=/x", "--log-format=json"},
+		{"--model-repository=/x", "--model-namespacing=true"},
+		{"--model-repository=/x", "--model-load-thread-count=0"},
 		{},
 		{"--model-repository=/x", "--model-control-mode=sometimes"},
 		{"--model-repository=/x", "--load-model=m"},

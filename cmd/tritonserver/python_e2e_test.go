@@ -259,7 +259,7 @@ func TestPythonSeedRepositoryOverHTTPAndGRPC(t *testing.T) {
 	}
 	// model.py's own output reaches the log run builds, one record per
 	// line, attributed to the backend and the model instance.
-	if line := `msg="Model initialized successfully on CPU." backend=python model=simple_linear version=1 instance=0`; !strings.Contains(logs.String(), line) {
+	if line := `] Model initialized successfully on CPU. backend=python model=simple_linear version=1 instance=0`; !strings.Contains(logs.String(), line) {
 		t.Errorf("log lacks %s:\n%s", line, logs.String())
 	}
 }

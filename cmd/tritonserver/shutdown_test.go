@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -52,8 +51,11 @@ func startServe(t *testing.T, ctx context.Context, root string, extra ...string)
 		t.Fatal(err)
 	}
 	s := &testServer{addrs: map[string]string{}, logs: &syncBuffer{}, done: make(chan error, 1)}
-	logger := slog.New(slog.NewTextHandler(s.logs, nil))
-	go func() { s.done <- serve(ctx, cfg, logger, map[string]backend.Backend{"fake": fake.New()}) }()
+	log, err := newLog(cfg, s.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- serve(ctx, cfg, log, map[string]backend.Backend{"fake": fake.New()}) }()
 	for deadline := time.Now().Add(20 * time.Second); len(s.addrs) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server did not start:\n%s", s.logs.String())

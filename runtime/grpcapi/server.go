@@ -25,6 +25,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
+	"github.com/tritonbuild/tritonbuild/runtime/logging"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -51,7 +52,9 @@ type Options struct {
 	// Limits bound message sizes, streams, keepalive and connections; the
 	// zero value selects the defaults (see Limits).
 	Limits Limits
-	Logger *slog.Logger
+	// Logging serves LogSettings; nil answers UNAVAILABLE.
+	Logging *logging.Log
+	Logger  *slog.Logger
 }
 
 // DefaultMaxStreamInFlight is the default bound on concurrently running

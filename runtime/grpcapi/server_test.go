@@ -506,6 +506,6 @@ func TestSharedMemoryAndTraceUnimplemented(t *testing.T) {
 	wantCode(t, err, codes.Unimplemented)
 	_, err = e.client.CudaSharedMemoryRegister(ctx, &pb.CudaSharedMemoryRegisterRequest{})
 	wantCode(t, err, codes.Unimplemented)
-	_, err = e.client.Trace(ctx, &pb.TraceRequest{})
+	_, err = e.client.TraceSetting(ctx, &pb.TraceSettingRequest{})
 	wantCode(t, err, codes.Unimplemented)
 }

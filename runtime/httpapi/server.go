@@ -21,6 +21,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
+	"github.com/tritonbuild/tritonbuild/runtime/logging"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
@@ -34,7 +35,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging"}
 
 // Options configure a Server.
 type Options struct {
@@ -56,7 +57,9 @@ type Options struct {
 	// Limits bound connections and request bodies; the zero value selects
 	// the defaults (see Limits).
 	Limits Limits
-	Logger *slog.Logger
+	// Logging serves /v2/logging; nil answers Unavailable.
+	Logging *logging.Log
+	Logger  *slog.Logger
 }
 
 // Server is an http.Handler serving the v2 protocol.
@@ -102,6 +105,8 @@ func New(opts Options) *Server {
 	m.HandleFunc("POST /v2/repository/index", s.repositoryIndex)
 	m.HandleFunc("POST /v2/repository/models/{model}/load", s.loadModel)
 	m.HandleFunc("POST /v2/repository/models/{model}/unload", s.unloadModel)
+	m.HandleFunc("GET /v2/logging", s.logging)
+	m.HandleFunc("POST /v2/logging", s.logging)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, backend.Errorf(backend.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -225,7 +230,7 @@ type indexRequest struct {
 
 func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 	var req indexRequest
-	body, err := s.readAll(w, r, 1<<20)
+	body, err := s.readAll(w, r, maxControlBody)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -292,6 +297,11 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, out)
 }
+
+// maxControlBody bounds the bodies of the endpoints other than infer
+// (index, logging, trace and shared-memory settings), which are small JSON
+// documents.
+const maxControlBody = 1 << 20
 
 // readBody reads the whole request body into a pooled buffer, refusing
 // bodies over the limit before reading them when Content-Length is known.

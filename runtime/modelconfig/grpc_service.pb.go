@@ -2441,28 +2441,30 @@ func (*CudaSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{41}
 }
 
-type TraceRequest struct {
-	state         protoimpl.MessageState                `protogen:"open.v1"`
-	Settings      map[string]*TraceRequest_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ModelName     string                                `protobuf:"bytes,2,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+type TraceSettingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Settings not named stay unchanged.
+	Settings map[string]*TraceSettingRequest_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Empty: the global settings.
+	ModelName     string `protobuf:"bytes,2,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *TraceRequest) Reset() {
-	*x = TraceRequest{}
+func (x *TraceSettingRequest) Reset() {
+	*x = TraceSettingRequest{}
 	mi := &file_grpc_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *TraceRequest) String() string {
+func (x *TraceSettingRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*TraceRequest) ProtoMessage() {}
+func (*TraceSettingRequest) ProtoMessage() {}
 
-func (x *TraceRequest) ProtoReflect() protoreflect.Message {
+func (x *TraceSettingRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_grpc_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -2474,46 +2476,46 @@ func (x *TraceRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TraceRequest.ProtoReflect.Descriptor instead.
-func (*TraceRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use TraceSettingRequest.ProtoReflect.Descriptor instead.
+func (*TraceSettingRequest) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{42}
 }
 
-func (x *TraceRequest) GetSettings() map[string]*TraceRequest_SettingValue {
+func (x *TraceSettingRequest) GetSettings() map[string]*TraceSettingRequest_SettingValue {
 	if x != nil {
 		return x.Settings
 	}
 	return nil
 }
 
-func (x *TraceRequest) GetModelName() string {
+func (x *TraceSettingRequest) GetModelName() string {
 	if x != nil {
 		return x.ModelName
 	}
 	return ""
 }
 
-type TraceResponse struct {
-	state         protoimpl.MessageState                 `protogen:"open.v1"`
-	Settings      map[string]*TraceResponse_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+type TraceSettingResponse struct {
+	state         protoimpl.MessageState                        `protogen:"open.v1"`
+	Settings      map[string]*TraceSettingResponse_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *TraceResponse) Reset() {
-	*x = TraceResponse{}
+func (x *TraceSettingResponse) Reset() {
+	*x = TraceSettingResponse{}
 	mi := &file_grpc_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *TraceResponse) String() string {
+func (x *TraceSettingResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*TraceResponse) ProtoMessage() {}
+func (*TraceSettingResponse) ProtoMessage() {}
 
-func (x *TraceResponse) ProtoReflect() protoreflect.Message {
+func (x *TraceSettingResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_grpc_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -2525,12 +2527,101 @@ func (x *TraceResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TraceResponse.ProtoReflect.Descriptor instead.
-func (*TraceResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use TraceSettingResponse.ProtoReflect.Descriptor instead.
+func (*TraceSettingResponse) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{43}
 }
 
-func (x *TraceResponse) GetSettings() map[string]*TraceResponse_SettingValue {
+func (x *TraceSettingResponse) GetSettings() map[string]*TraceSettingResponse_SettingValue {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type LogSettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Settings not named stay unchanged.
+	Settings      map[string]*LogSettingsRequest_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogSettingsRequest) Reset() {
+	*x = LogSettingsRequest{}
+	mi := &file_grpc_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogSettingsRequest) ProtoMessage() {}
+
+func (x *LogSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogSettingsRequest.ProtoReflect.Descriptor instead.
+func (*LogSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *LogSettingsRequest) GetSettings() map[string]*LogSettingsRequest_SettingValue {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type LogSettingsResponse struct {
+	state         protoimpl.MessageState                       `protogen:"open.v1"`
+	Settings      map[string]*LogSettingsResponse_SettingValue `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogSettingsResponse) Reset() {
+	*x = LogSettingsResponse{}
+	mi := &file_grpc_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogSettingsResponse) ProtoMessage() {}
+
+func (x *LogSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogSettingsResponse.ProtoReflect.Descriptor instead.
+func (*LogSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *LogSettingsResponse) GetSettings() map[string]*LogSettingsResponse_SettingValue {
 	if x != nil {
 		return x.Settings
 	}
@@ -2550,7 +2641,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_grpc_service_proto_msgTypes[44]
+	mi := &file_grpc_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2653,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[44]
+	mi := &file_grpc_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2704,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[45]
+	mi := &file_grpc_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2716,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[45]
+	mi := &file_grpc_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2777,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[46]
+	mi := &file_grpc_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2789,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[46]
+	mi := &file_grpc_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2832,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[50]
+	mi := &file_grpc_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2844,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[50]
+	mi := &file_grpc_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2908,7 @@ type RepositoryIndexResponse_ModelIndex struct {
 
 func (x *RepositoryIndexResponse_ModelIndex) Reset() {
 	*x = RepositoryIndexResponse_ModelIndex{}
-	mi := &file_grpc_service_proto_msgTypes[53]
+	mi := &file_grpc_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2920,7 @@ func (x *RepositoryIndexResponse_ModelIndex) String() string {
 func (*RepositoryIndexResponse_ModelIndex) ProtoMessage() {}
 
 func (x *RepositoryIndexResponse_ModelIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[53]
+	mi := &file_grpc_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2976,7 @@ type SystemSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = SystemSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_grpc_service_proto_msgTypes[56]
+	mi := &file_grpc_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +2988,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*SystemSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[56]
+	mi := &file_grpc_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3043,7 @@ type CudaSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *CudaSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = CudaSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_grpc_service_proto_msgTypes[58]
+	mi := &file_grpc_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3055,7 @@ func (x *CudaSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*CudaSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *CudaSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[58]
+	mi := &file_grpc_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,28 +3092,29 @@ func (x *CudaSharedMemoryStatusResponse_RegionStatus) GetByteSize() uint64 {
 	return 0
 }
 
-type TraceRequest_SettingValue struct {
+// No value clears the setting (a model then follows the global one).
+type TraceSettingRequest_SettingValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Value         []string               `protobuf:"bytes,1,rep,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *TraceRequest_SettingValue) Reset() {
-	*x = TraceRequest_SettingValue{}
-	mi := &file_grpc_service_proto_msgTypes[60]
+func (x *TraceSettingRequest_SettingValue) Reset() {
+	*x = TraceSettingRequest_SettingValue{}
+	mi := &file_grpc_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *TraceRequest_SettingValue) String() string {
+func (x *TraceSettingRequest_SettingValue) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*TraceRequest_SettingValue) ProtoMessage() {}
+func (*TraceSettingRequest_SettingValue) ProtoMessage() {}
 
-func (x *TraceRequest_SettingValue) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[60]
+func (x *TraceSettingRequest_SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,40 +3125,40 @@ func (x *TraceRequest_SettingValue) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TraceRequest_SettingValue.ProtoReflect.Descriptor instead.
-func (*TraceRequest_SettingValue) Descriptor() ([]byte, []int) {
+// Deprecated: Use TraceSettingRequest_SettingValue.ProtoReflect.Descriptor instead.
+func (*TraceSettingRequest_SettingValue) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{42, 0}
 }
 
-func (x *TraceRequest_SettingValue) GetValue() []string {
+func (x *TraceSettingRequest_SettingValue) GetValue() []string {
 	if x != nil {
 		return x.Value
 	}
 	return nil
 }
 
-type TraceResponse_SettingValue struct {
+type TraceSettingResponse_SettingValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Value         []string               `protobuf:"bytes,1,rep,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *TraceResponse_SettingValue) Reset() {
-	*x = TraceResponse_SettingValue{}
-	mi := &file_grpc_service_proto_msgTypes[62]
+func (x *TraceSettingResponse_SettingValue) Reset() {
+	*x = TraceSettingResponse_SettingValue{}
+	mi := &file_grpc_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *TraceResponse_SettingValue) String() string {
+func (x *TraceSettingResponse_SettingValue) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*TraceResponse_SettingValue) ProtoMessage() {}
+func (*TraceSettingResponse_SettingValue) ProtoMessage() {}
 
-func (x *TraceResponse_SettingValue) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[62]
+func (x *TraceSettingResponse_SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,16 +3169,218 @@ func (x *TraceResponse_SettingValue) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TraceResponse_SettingValue.ProtoReflect.Descriptor instead.
-func (*TraceResponse_SettingValue) Descriptor() ([]byte, []int) {
+// Deprecated: Use TraceSettingResponse_SettingValue.ProtoReflect.Descriptor instead.
+func (*TraceSettingResponse_SettingValue) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{43, 0}
 }
 
-func (x *TraceResponse_SettingValue) GetValue() []string {
+func (x *TraceSettingResponse_SettingValue) GetValue() []string {
 	if x != nil {
 		return x.Value
 	}
 	return nil
+}
+
+type LogSettingsRequest_SettingValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to ParameterChoice:
+	//
+	//	*LogSettingsRequest_SettingValue_BoolParam
+	//	*LogSettingsRequest_SettingValue_Uint32Param
+	//	*LogSettingsRequest_SettingValue_StringParam
+	ParameterChoice isLogSettingsRequest_SettingValue_ParameterChoice `protobuf_oneof:"parameter_choice"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LogSettingsRequest_SettingValue) Reset() {
+	*x = LogSettingsRequest_SettingValue{}
+	mi := &file_grpc_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogSettingsRequest_SettingValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogSettingsRequest_SettingValue) ProtoMessage() {}
+
+func (x *LogSettingsRequest_SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogSettingsRequest_SettingValue.ProtoReflect.Descriptor instead.
+func (*LogSettingsRequest_SettingValue) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{44, 0}
+}
+
+func (x *LogSettingsRequest_SettingValue) GetParameterChoice() isLogSettingsRequest_SettingValue_ParameterChoice {
+	if x != nil {
+		return x.ParameterChoice
+	}
+	return nil
+}
+
+func (x *LogSettingsRequest_SettingValue) GetBoolParam() bool {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsRequest_SettingValue_BoolParam); ok {
+			return x.BoolParam
+		}
+	}
+	return false
+}
+
+func (x *LogSettingsRequest_SettingValue) GetUint32Param() uint32 {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsRequest_SettingValue_Uint32Param); ok {
+			return x.Uint32Param
+		}
+	}
+	return 0
+}
+
+func (x *LogSettingsRequest_SettingValue) GetStringParam() string {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsRequest_SettingValue_StringParam); ok {
+			return x.StringParam
+		}
+	}
+	return ""
+}
+
+type isLogSettingsRequest_SettingValue_ParameterChoice interface {
+	isLogSettingsRequest_SettingValue_ParameterChoice()
+}
+
+type LogSettingsRequest_SettingValue_BoolParam struct {
+	BoolParam bool `protobuf:"varint,1,opt,name=bool_param,json=boolParam,proto3,oneof"`
+}
+
+type LogSettingsRequest_SettingValue_Uint32Param struct {
+	Uint32Param uint32 `protobuf:"varint,2,opt,name=uint32_param,json=uint32Param,proto3,oneof"`
+}
+
+type LogSettingsRequest_SettingValue_StringParam struct {
+	StringParam string `protobuf:"bytes,3,opt,name=string_param,json=stringParam,proto3,oneof"`
+}
+
+func (*LogSettingsRequest_SettingValue_BoolParam) isLogSettingsRequest_SettingValue_ParameterChoice() {
+}
+
+func (*LogSettingsRequest_SettingValue_Uint32Param) isLogSettingsRequest_SettingValue_ParameterChoice() {
+}
+
+func (*LogSettingsRequest_SettingValue_StringParam) isLogSettingsRequest_SettingValue_ParameterChoice() {
+}
+
+type LogSettingsResponse_SettingValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to ParameterChoice:
+	//
+	//	*LogSettingsResponse_SettingValue_BoolParam
+	//	*LogSettingsResponse_SettingValue_Uint32Param
+	//	*LogSettingsResponse_SettingValue_StringParam
+	ParameterChoice isLogSettingsResponse_SettingValue_ParameterChoice `protobuf_oneof:"parameter_choice"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LogSettingsResponse_SettingValue) Reset() {
+	*x = LogSettingsResponse_SettingValue{}
+	mi := &file_grpc_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogSettingsResponse_SettingValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogSettingsResponse_SettingValue) ProtoMessage() {}
+
+func (x *LogSettingsResponse_SettingValue) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogSettingsResponse_SettingValue.ProtoReflect.Descriptor instead.
+func (*LogSettingsResponse_SettingValue) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{45, 0}
+}
+
+func (x *LogSettingsResponse_SettingValue) GetParameterChoice() isLogSettingsResponse_SettingValue_ParameterChoice {
+	if x != nil {
+		return x.ParameterChoice
+	}
+	return nil
+}
+
+func (x *LogSettingsResponse_SettingValue) GetBoolParam() bool {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsResponse_SettingValue_BoolParam); ok {
+			return x.BoolParam
+		}
+	}
+	return false
+}
+
+func (x *LogSettingsResponse_SettingValue) GetUint32Param() uint32 {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsResponse_SettingValue_Uint32Param); ok {
+			return x.Uint32Param
+		}
+	}
+	return 0
+}
+
+func (x *LogSettingsResponse_SettingValue) GetStringParam() string {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*LogSettingsResponse_SettingValue_StringParam); ok {
+			return x.StringParam
+		}
+	}
+	return ""
+}
+
+type isLogSettingsResponse_SettingValue_ParameterChoice interface {
+	isLogSettingsResponse_SettingValue_ParameterChoice()
+}
+
+type LogSettingsResponse_SettingValue_BoolParam struct {
+	BoolParam bool `protobuf:"varint,1,opt,name=bool_param,json=boolParam,proto3,oneof"`
+}
+
+type LogSettingsResponse_SettingValue_Uint32Param struct {
+	Uint32Param uint32 `protobuf:"varint,2,opt,name=uint32_param,json=uint32Param,proto3,oneof"`
+}
+
+type LogSettingsResponse_SettingValue_StringParam struct {
+	StringParam string `protobuf:"bytes,3,opt,name=string_param,json=stringParam,proto3,oneof"`
+}
+
+func (*LogSettingsResponse_SettingValue_BoolParam) isLogSettingsResponse_SettingValue_ParameterChoice() {
+}
+
+func (*LogSettingsResponse_SettingValue_Uint32Param) isLogSettingsResponse_SettingValue_ParameterChoice() {
+}
+
+func (*LogSettingsResponse_SettingValue_StringParam) isLogSettingsResponse_SettingValue_ParameterChoice() {
 }
 
 var File_grpc_service_proto protoreflect.FileDescriptor
@@ -3325,23 +3619,45 @@ const file_grpc_service_proto_rawDesc = "" +
 	" CudaSharedMemoryRegisterResponse\"7\n" +
 	"!CudaSharedMemoryUnregisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"$\n" +
-	"\"CudaSharedMemoryUnregisterResponse\"\xf9\x01\n" +
-	"\fTraceRequest\x12A\n" +
-	"\bsettings\x18\x01 \x03(\v2%.inference.TraceRequest.SettingsEntryR\bsettings\x12\x1d\n" +
+	"\"CudaSharedMemoryUnregisterResponse\"\x8e\x02\n" +
+	"\x13TraceSettingRequest\x12H\n" +
+	"\bsettings\x18\x01 \x03(\v2,.inference.TraceSettingRequest.SettingsEntryR\bsettings\x12\x1d\n" +
 	"\n" +
 	"model_name\x18\x02 \x01(\tR\tmodelName\x1a$\n" +
 	"\fSettingValue\x12\x14\n" +
-	"\x05value\x18\x01 \x03(\tR\x05value\x1aa\n" +
+	"\x05value\x18\x01 \x03(\tR\x05value\x1ah\n" +
 	"\rSettingsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.inference.TraceRequest.SettingValueR\x05value:\x028\x01\"\xdd\x01\n" +
-	"\rTraceResponse\x12B\n" +
-	"\bsettings\x18\x01 \x03(\v2&.inference.TraceResponse.SettingsEntryR\bsettings\x1a$\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.inference.TraceSettingRequest.SettingValueR\x05value:\x028\x01\"\xf2\x01\n" +
+	"\x14TraceSettingResponse\x12I\n" +
+	"\bsettings\x18\x01 \x03(\v2-.inference.TraceSettingResponse.SettingsEntryR\bsettings\x1a$\n" +
 	"\fSettingValue\x12\x14\n" +
-	"\x05value\x18\x01 \x03(\tR\x05value\x1ab\n" +
+	"\x05value\x18\x01 \x03(\tR\x05value\x1ai\n" +
 	"\rSettingsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12;\n" +
-	"\x05value\x18\x02 \x01(\v2%.inference.TraceResponse.SettingValueR\x05value:\x028\x012\xd2\x0e\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12B\n" +
+	"\x05value\x18\x02 \x01(\v2,.inference.TraceSettingResponse.SettingValueR\x05value:\x028\x01\"\xd6\x02\n" +
+	"\x12LogSettingsRequest\x12G\n" +
+	"\bsettings\x18\x01 \x03(\v2+.inference.LogSettingsRequest.SettingsEntryR\bsettings\x1a\x8d\x01\n" +
+	"\fSettingValue\x12\x1f\n" +
+	"\n" +
+	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12#\n" +
+	"\fuint32_param\x18\x02 \x01(\rH\x00R\vuint32Param\x12#\n" +
+	"\fstring_param\x18\x03 \x01(\tH\x00R\vstringParamB\x12\n" +
+	"\x10parameter_choice\x1ag\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12@\n" +
+	"\x05value\x18\x02 \x01(\v2*.inference.LogSettingsRequest.SettingValueR\x05value:\x028\x01\"\xd9\x02\n" +
+	"\x13LogSettingsResponse\x12H\n" +
+	"\bsettings\x18\x01 \x03(\v2,.inference.LogSettingsResponse.SettingsEntryR\bsettings\x1a\x8d\x01\n" +
+	"\fSettingValue\x12\x1f\n" +
+	"\n" +
+	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12#\n" +
+	"\fuint32_param\x18\x02 \x01(\rH\x00R\vuint32Param\x12#\n" +
+	"\fstring_param\x18\x03 \x01(\tH\x00R\vstringParamB\x12\n" +
+	"\x10parameter_choice\x1ah\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12A\n" +
+	"\x05value\x18\x02 \x01(\v2+.inference.LogSettingsResponse.SettingValueR\x05value:\x028\x012\xb7\x0f\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -3363,8 +3679,9 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x1cSystemSharedMemoryUnregister\x12..inference.SystemSharedMemoryUnregisterRequest\x1a/.inference.SystemSharedMemoryUnregisterResponse\"\x00\x12o\n" +
 	"\x16CudaSharedMemoryStatus\x12(.inference.CudaSharedMemoryStatusRequest\x1a).inference.CudaSharedMemoryStatusResponse\"\x00\x12u\n" +
 	"\x18CudaSharedMemoryRegister\x12*.inference.CudaSharedMemoryRegisterRequest\x1a+.inference.CudaSharedMemoryRegisterResponse\"\x00\x12{\n" +
-	"\x1aCudaSharedMemoryUnregister\x12,.inference.CudaSharedMemoryUnregisterRequest\x1a-.inference.CudaSharedMemoryUnregisterResponse\"\x00\x12<\n" +
-	"\x05Trace\x12\x17.inference.TraceRequest\x1a\x18.inference.TraceResponse\"\x00B8Z6github.com/tritonbuild/tritonbuild/runtime/modelconfigb\x06proto3"
+	"\x1aCudaSharedMemoryUnregister\x12,.inference.CudaSharedMemoryUnregisterRequest\x1a-.inference.CudaSharedMemoryUnregisterResponse\"\x00\x12Q\n" +
+	"\fTraceSetting\x12\x1e.inference.TraceSettingRequest\x1a\x1f.inference.TraceSettingResponse\"\x00\x12N\n" +
+	"\vLogSettings\x12\x1d.inference.LogSettingsRequest\x1a\x1e.inference.LogSettingsResponse\"\x00B8Z6github.com/tritonbuild/tritonbuild/runtime/modelconfigb\x06proto3"
 
 var (
 	file_grpc_service_proto_rawDescOnce sync.Once
@@ -3378,7 +3695,7 @@ func file_grpc_service_proto_rawDescGZIP() []byte {
 	return file_grpc_service_proto_rawDescData
 }
 
-var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_grpc_service_proto_goTypes = []any{
 	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
 	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
@@ -3422,40 +3739,46 @@ var file_grpc_service_proto_goTypes = []any{
 	(*CudaSharedMemoryRegisterResponse)(nil),             // 39: inference.CudaSharedMemoryRegisterResponse
 	(*CudaSharedMemoryUnregisterRequest)(nil),            // 40: inference.CudaSharedMemoryUnregisterRequest
 	(*CudaSharedMemoryUnregisterResponse)(nil),           // 41: inference.CudaSharedMemoryUnregisterResponse
-	(*TraceRequest)(nil),                                 // 42: inference.TraceRequest
-	(*TraceResponse)(nil),                                // 43: inference.TraceResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 44: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 45: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 46: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 47: inference.ModelInferRequest.ParametersEntry
-	nil, // 48: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 49: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 50: inference.ModelInferResponse.InferOutputTensor
-	nil, // 51: inference.ModelInferResponse.ParametersEntry
-	nil, // 52: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*RepositoryIndexResponse_ModelIndex)(nil), // 53: inference.RepositoryIndexResponse.ModelIndex
-	nil, // 54: inference.RepositoryModelLoadRequest.ParametersEntry
-	nil, // 55: inference.RepositoryModelUnloadRequest.ParametersEntry
-	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 56: inference.SystemSharedMemoryStatusResponse.RegionStatus
-	nil, // 57: inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	(*CudaSharedMemoryStatusResponse_RegionStatus)(nil), // 58: inference.CudaSharedMemoryStatusResponse.RegionStatus
-	nil,                                // 59: inference.CudaSharedMemoryStatusResponse.RegionsEntry
-	(*TraceRequest_SettingValue)(nil),  // 60: inference.TraceRequest.SettingValue
-	nil,                                // 61: inference.TraceRequest.SettingsEntry
-	(*TraceResponse_SettingValue)(nil), // 62: inference.TraceResponse.SettingValue
-	nil,                                // 63: inference.TraceResponse.SettingsEntry
-	(*ModelConfig)(nil),                // 64: inference.ModelConfig
+	(*TraceSettingRequest)(nil),                          // 42: inference.TraceSettingRequest
+	(*TraceSettingResponse)(nil),                         // 43: inference.TraceSettingResponse
+	(*LogSettingsRequest)(nil),                           // 44: inference.LogSettingsRequest
+	(*LogSettingsResponse)(nil),                          // 45: inference.LogSettingsResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 46: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 47: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 48: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 49: inference.ModelInferRequest.ParametersEntry
+	nil, // 50: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 51: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 52: inference.ModelInferResponse.InferOutputTensor
+	nil, // 53: inference.ModelInferResponse.ParametersEntry
+	nil, // 54: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*RepositoryIndexResponse_ModelIndex)(nil), // 55: inference.RepositoryIndexResponse.ModelIndex
+	nil, // 56: inference.RepositoryModelLoadRequest.ParametersEntry
+	nil, // 57: inference.RepositoryModelUnloadRequest.ParametersEntry
+	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 58: inference.SystemSharedMemoryStatusResponse.RegionStatus
+	nil, // 59: inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	(*CudaSharedMemoryStatusResponse_RegionStatus)(nil), // 60: inference.CudaSharedMemoryStatusResponse.RegionStatus
+	nil,                                      // 61: inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	(*TraceSettingRequest_SettingValue)(nil), // 62: inference.TraceSettingRequest.SettingValue
+	nil,                                      // 63: inference.TraceSettingRequest.SettingsEntry
+	(*TraceSettingResponse_SettingValue)(nil), // 64: inference.TraceSettingResponse.SettingValue
+	nil,                                      // 65: inference.TraceSettingResponse.SettingsEntry
+	(*LogSettingsRequest_SettingValue)(nil),  // 66: inference.LogSettingsRequest.SettingValue
+	nil,                                      // 67: inference.LogSettingsRequest.SettingsEntry
+	(*LogSettingsResponse_SettingValue)(nil), // 68: inference.LogSettingsResponse.SettingValue
+	nil,                                      // 69: inference.LogSettingsResponse.SettingsEntry
+	(*ModelConfig)(nil),                      // 70: inference.ModelConfig
 }
 var file_grpc_service_proto_depIdxs = []int32{
-	44, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	44, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	47, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	45, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	46, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	51, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	50, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	46, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	46, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	49, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	47, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	48, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	53, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	52, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
 	13, // 7: inference.ModelStreamInferResponse.infer_response:type_name -> inference.ModelInferResponse
-	64, // 8: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
+	70, // 8: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
 	18, // 9: inference.InferStatistics.success:type_name -> inference.StatisticDuration
 	18, // 10: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
 	18, // 11: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
@@ -3470,72 +3793,78 @@ var file_grpc_service_proto_depIdxs = []int32{
 	19, // 20: inference.ModelStatistics.inference_stats:type_name -> inference.InferStatistics
 	20, // 21: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
 	21, // 22: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
-	53, // 23: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
-	54, // 24: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
-	55, // 25: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
-	57, // 26: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	59, // 27: inference.CudaSharedMemoryStatusResponse.regions:type_name -> inference.CudaSharedMemoryStatusResponse.RegionsEntry
-	61, // 28: inference.TraceRequest.settings:type_name -> inference.TraceRequest.SettingsEntry
-	63, // 29: inference.TraceResponse.settings:type_name -> inference.TraceResponse.SettingsEntry
-	48, // 30: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	11, // 31: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	49, // 32: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	10, // 33: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 34: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 35: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	52, // 36: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	11, // 37: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	10, // 38: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 39: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	23, // 40: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	23, // 41: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	56, // 42: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
-	58, // 43: inference.CudaSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.CudaSharedMemoryStatusResponse.RegionStatus
-	60, // 44: inference.TraceRequest.SettingsEntry.value:type_name -> inference.TraceRequest.SettingValue
-	62, // 45: inference.TraceResponse.SettingsEntry.value:type_name -> inference.TraceResponse.SettingValue
-	0,  // 46: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 47: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 48: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 49: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 50: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	12, // 51: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	12, // 52: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
-	15, // 53: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
-	17, // 54: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
-	24, // 55: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
-	26, // 56: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
-	28, // 57: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
-	30, // 58: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
-	32, // 59: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
-	34, // 60: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
-	36, // 61: inference.GRPCInferenceService.CudaSharedMemoryStatus:input_type -> inference.CudaSharedMemoryStatusRequest
-	38, // 62: inference.GRPCInferenceService.CudaSharedMemoryRegister:input_type -> inference.CudaSharedMemoryRegisterRequest
-	40, // 63: inference.GRPCInferenceService.CudaSharedMemoryUnregister:input_type -> inference.CudaSharedMemoryUnregisterRequest
-	42, // 64: inference.GRPCInferenceService.Trace:input_type -> inference.TraceRequest
-	1,  // 65: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 66: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 67: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 68: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 69: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	13, // 70: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	14, // 71: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
-	16, // 72: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
-	22, // 73: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
-	25, // 74: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
-	27, // 75: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
-	29, // 76: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
-	31, // 77: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
-	33, // 78: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
-	35, // 79: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
-	37, // 80: inference.GRPCInferenceService.CudaSharedMemoryStatus:output_type -> inference.CudaSharedMemoryStatusResponse
-	39, // 81: inference.GRPCInferenceService.CudaSharedMemoryRegister:output_type -> inference.CudaSharedMemoryRegisterResponse
-	41, // 82: inference.GRPCInferenceService.CudaSharedMemoryUnregister:output_type -> inference.CudaSharedMemoryUnregisterResponse
-	43, // 83: inference.GRPCInferenceService.Trace:output_type -> inference.TraceResponse
-	65, // [65:84] is the sub-list for method output_type
-	46, // [46:65] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	55, // 23: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
+	56, // 24: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
+	57, // 25: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
+	59, // 26: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	61, // 27: inference.CudaSharedMemoryStatusResponse.regions:type_name -> inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	63, // 28: inference.TraceSettingRequest.settings:type_name -> inference.TraceSettingRequest.SettingsEntry
+	65, // 29: inference.TraceSettingResponse.settings:type_name -> inference.TraceSettingResponse.SettingsEntry
+	67, // 30: inference.LogSettingsRequest.settings:type_name -> inference.LogSettingsRequest.SettingsEntry
+	69, // 31: inference.LogSettingsResponse.settings:type_name -> inference.LogSettingsResponse.SettingsEntry
+	50, // 32: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	11, // 33: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	51, // 34: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	10, // 35: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 36: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 37: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	54, // 38: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	11, // 39: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	10, // 40: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 41: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	23, // 42: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	23, // 43: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	58, // 44: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
+	60, // 45: inference.CudaSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.CudaSharedMemoryStatusResponse.RegionStatus
+	62, // 46: inference.TraceSettingRequest.SettingsEntry.value:type_name -> inference.TraceSettingRequest.SettingValue
+	64, // 47: inference.TraceSettingResponse.SettingsEntry.value:type_name -> inference.TraceSettingResponse.SettingValue
+	66, // 48: inference.LogSettingsRequest.SettingsEntry.value:type_name -> inference.LogSettingsRequest.SettingValue
+	68, // 49: inference.LogSettingsResponse.SettingsEntry.value:type_name -> inference.LogSettingsResponse.SettingValue
+	0,  // 50: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	2,  // 51: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	4,  // 52: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	6,  // 53: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	8,  // 54: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	12, // 55: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	12, // 56: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
+	15, // 57: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
+	17, // 58: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
+	24, // 59: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
+	26, // 60: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
+	28, // 61: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
+	30, // 62: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
+	32, // 63: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
+	34, // 64: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
+	36, // 65: inference.GRPCInferenceService.CudaSharedMemoryStatus:input_type -> inference.CudaSharedMemoryStatusRequest
+	38, // 66: inference.GRPCInferenceService.CudaSharedMemoryRegister:input_type -> inference.CudaSharedMemoryRegisterRequest
+	40, // 67: inference.GRPCInferenceService.CudaSharedMemoryUnregister:input_type -> inference.CudaSharedMemoryUnregisterRequest
+	42, // 68: inference.GRPCInferenceService.TraceSetting:input_type -> inference.TraceSettingRequest
+	44, // 69: inference.GRPCInferenceService.LogSettings:input_type -> inference.LogSettingsRequest
+	1,  // 70: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	3,  // 71: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	5,  // 72: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	7,  // 73: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	9,  // 74: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	13, // 75: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	14, // 76: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
+	16, // 77: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
+	22, // 78: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
+	25, // 79: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
+	27, // 80: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
+	29, // 81: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
+	31, // 82: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
+	33, // 83: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
+	35, // 84: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
+	37, // 85: inference.GRPCInferenceService.CudaSharedMemoryStatus:output_type -> inference.CudaSharedMemoryStatusResponse
+	39, // 86: inference.GRPCInferenceService.CudaSharedMemoryRegister:output_type -> inference.CudaSharedMemoryRegisterResponse
+	41, // 87: inference.GRPCInferenceService.CudaSharedMemoryUnregister:output_type -> inference.CudaSharedMemoryUnregisterResponse
+	43, // 88: inference.GRPCInferenceService.TraceSetting:output_type -> inference.TraceSettingResponse
+	45, // 89: inference.GRPCInferenceService.LogSettings:output_type -> inference.LogSettingsResponse
+	70, // [70:90] is the sub-list for method output_type
+	50, // [50:70] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_grpc_service_proto_init() }
@@ -3557,13 +3886,23 @@ func file_grpc_service_proto_init() {
 		(*ModelRepositoryParameter_StringParam)(nil),
 		(*ModelRepositoryParameter_BytesParam)(nil),
 	}
+	file_grpc_service_proto_msgTypes[66].OneofWrappers = []any{
+		(*LogSettingsRequest_SettingValue_BoolParam)(nil),
+		(*LogSettingsRequest_SettingValue_Uint32Param)(nil),
+		(*LogSettingsRequest_SettingValue_StringParam)(nil),
+	}
+	file_grpc_service_proto_msgTypes[68].OneofWrappers = []any{
+		(*LogSettingsResponse_SettingValue_BoolParam)(nil),
+		(*LogSettingsResponse_SettingValue_Uint32Param)(nil),
+		(*LogSettingsResponse_SettingValue_StringParam)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpc_service_proto_rawDesc), len(file_grpc_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   64,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

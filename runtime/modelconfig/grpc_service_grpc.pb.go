@@ -44,7 +44,8 @@ const (
 	GRPCInferenceService_CudaSharedMemoryStatus_FullMethodName       = "/inference.GRPCInferenceService/CudaSharedMemoryStatus"
 	GRPCInferenceService_CudaSharedMemoryRegister_FullMethodName     = "/inference.GRPCInferenceService/CudaSharedMemoryRegister"
 	GRPCInferenceService_CudaSharedMemoryUnregister_FullMethodName   = "/inference.GRPCInferenceService/CudaSharedMemoryUnregister"
-	GRPCInferenceService_Trace_FullMethodName                        = "/inference.GRPCInferenceService/Trace"
+	GRPCInferenceService_TraceSetting_FullMethodName                 = "/inference.GRPCInferenceService/TraceSetting"
+	GRPCInferenceService_LogSettings_FullMethodName                  = "/inference.GRPCInferenceService/LogSettings"
 )
 
 // GRPCInferenceServiceClient is the client API for GRPCInferenceService service.
@@ -78,15 +79,20 @@ type GRPCInferenceServiceClient interface {
 	RepositoryModelLoad(ctx context.Context, in *RepositoryModelLoadRequest, opts ...grpc.CallOption) (*RepositoryModelLoadResponse, error)
 	// Unload a model (explicit model control).
 	RepositoryModelUnload(ctx context.Context, in *RepositoryModelUnloadRequest, opts ...grpc.CallOption) (*RepositoryModelUnloadResponse, error)
-	// Shared-memory and trace extensions: declared for protocol compatibility;
-	// this server answers them with UNIMPLEMENTED.
+	// System shared memory: regions a local client registers so that tensors
+	// travel through them instead of the request and response messages.
 	SystemSharedMemoryStatus(ctx context.Context, in *SystemSharedMemoryStatusRequest, opts ...grpc.CallOption) (*SystemSharedMemoryStatusResponse, error)
 	SystemSharedMemoryRegister(ctx context.Context, in *SystemSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*SystemSharedMemoryRegisterResponse, error)
 	SystemSharedMemoryUnregister(ctx context.Context, in *SystemSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*SystemSharedMemoryUnregisterResponse, error)
+	// CUDA shared memory: declared for protocol compatibility; a CPU-only
+	// server refuses registrations.
 	CudaSharedMemoryStatus(ctx context.Context, in *CudaSharedMemoryStatusRequest, opts ...grpc.CallOption) (*CudaSharedMemoryStatusResponse, error)
 	CudaSharedMemoryRegister(ctx context.Context, in *CudaSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryRegisterResponse, error)
 	CudaSharedMemoryUnregister(ctx context.Context, in *CudaSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryUnregisterResponse, error)
-	Trace(ctx context.Context, in *TraceRequest, opts ...grpc.CallOption) (*TraceResponse, error)
+	// Get and update the trace settings, globally or for one model.
+	TraceSetting(ctx context.Context, in *TraceSettingRequest, opts ...grpc.CallOption) (*TraceSettingResponse, error)
+	// Get and update the log settings.
+	LogSettings(ctx context.Context, in *LogSettingsRequest, opts ...grpc.CallOption) (*LogSettingsResponse, error)
 }
 
 type gRPCInferenceServiceClient struct {
@@ -280,10 +286,20 @@ func (c *gRPCInferenceServiceClient) CudaSharedMemoryUnregister(ctx context.Cont
 	return out, nil
 }
 
-func (c *gRPCInferenceServiceClient) Trace(ctx context.Context, in *TraceRequest, opts ...grpc.CallOption) (*TraceResponse, error) {
+func (c *gRPCInferenceServiceClient) TraceSetting(ctx context.Context, in *TraceSettingRequest, opts ...grpc.CallOption) (*TraceSettingResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(TraceResponse)
-	err := c.cc.Invoke(ctx, GRPCInferenceService_Trace_FullMethodName, in, out, cOpts...)
+	out := new(TraceSettingResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_TraceSetting_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gRPCInferenceServiceClient) LogSettings(ctx context.Context, in *LogSettingsRequest, opts ...grpc.CallOption) (*LogSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LogSettingsResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_LogSettings_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -321,15 +337,20 @@ type GRPCInferenceServiceServer interface {
 	RepositoryModelLoad(context.Context, *RepositoryModelLoadRequest) (*RepositoryModelLoadResponse, error)
 	// Unload a model (explicit model control).
 	RepositoryModelUnload(context.Context, *RepositoryModelUnloadRequest) (*RepositoryModelUnloadResponse, error)
-	// Shared-memory and trace extensions: declared for protocol compatibility;
-	// this server answers them with UNIMPLEMENTED.
+	// System shared memory: regions a local client registers so that tensors
+	// travel through them instead of the request and response messages.
 	SystemSharedMemoryStatus(context.Context, *SystemSharedMemoryStatusRequest) (*SystemSharedMemoryStatusResponse, error)
 	SystemSharedMemoryRegister(context.Context, *SystemSharedMemoryRegisterRequest) (*SystemSharedMemoryRegisterResponse, error)
 	SystemSharedMemoryUnregister(context.Context, *SystemSharedMemoryUnregisterRequest) (*SystemSharedMemoryUnregisterResponse, error)
+	// CUDA shared memory: declared for protocol compatibility; a CPU-only
+	// server refuses registrations.
 	CudaSharedMemoryStatus(context.Context, *CudaSharedMemoryStatusRequest) (*CudaSharedMemoryStatusResponse, error)
 	CudaSharedMemoryRegister(context.Context, *CudaSharedMemoryRegisterRequest) (*CudaSharedMemoryRegisterResponse, error)
 	CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error)
-	Trace(context.Context, *TraceRequest) (*TraceResponse, error)
+	// Get and update the trace settings, globally or for one model.
+	TraceSetting(context.Context, *TraceSettingRequest) (*TraceSettingResponse, error)
+	// Get and update the log settings.
+	LogSettings(context.Context, *LogSettingsRequest) (*LogSettingsResponse, error)
 	mustEmbedUnimplementedGRPCInferenceServiceServer()
 }
 
@@ -394,8 +415,11 @@ func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryRegister(context.
 func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CudaSharedMemoryUnregister not implemented")
 }
-func (UnimplementedGRPCInferenceServiceServer) Trace(context.Context, *TraceRequest) (*TraceResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method Trace not implemented")
+func (UnimplementedGRPCInferenceServiceServer) TraceSetting(context.Context, *TraceSettingRequest) (*TraceSettingResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TraceSetting not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) LogSettings(context.Context, *LogSettingsRequest) (*LogSettingsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LogSettings not implemented")
 }
 func (UnimplementedGRPCInferenceServiceServer) mustEmbedUnimplementedGRPCInferenceServiceServer() {}
 func (UnimplementedGRPCInferenceServiceServer) testEmbeddedByValue()                              {}
@@ -731,20 +755,38 @@ func _GRPCInferenceService_CudaSharedMemoryUnregister_Handler(srv interface{}, c
 	return interceptor(ctx, in, info, handler)
 }
 
-func _GRPCInferenceService_Trace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(TraceRequest)
+func _GRPCInferenceService_TraceSetting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TraceSettingRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(GRPCInferenceServiceServer).Trace(ctx, in)
+		return srv.(GRPCInferenceServiceServer).TraceSetting(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: GRPCInferenceService_Trace_FullMethodName,
+		FullMethod: GRPCInferenceService_TraceSetting_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(GRPCInferenceServiceServer).Trace(ctx, req.(*TraceRequest))
+		return srv.(GRPCInferenceServiceServer).TraceSetting(ctx, req.(*TraceSettingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GRPCInferenceService_LogSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LogSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).LogSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_LogSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).LogSettings(ctx, req.(*LogSettingsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -825,8 +867,12 @@ var GRPCInferenceService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _GRPCInferenceService_CudaSharedMemoryUnregister_Handler,
 		},
 		{
-			MethodName: "Trace",
-			Handler:    _GRPCInferenceService_Trace_Handler,
+			MethodName: "TraceSetting",
+			Handler:    _GRPCInferenceService_TraceSetting_Handler,
+		},
+		{
+			MethodName: "LogSettings",
+			Handler:    _GRPCInferenceService_LogSettings_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
