@@ -30,10 +30,11 @@ DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 z
 	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
 	libtorch-dev python3 python3-torch python3-numpy python3-venv \
 	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk \
+	python3-fastapi python3-uvicorn \
 	$(PYTORCH_DFSG_PACKAGES)
 
 
-.PHONY: all deps tools test unit proto bench tbtorch clean
+.PHONY: all deps tools test unit proto bench tbtorch ghz clean
 
 all: deps tools
 	$(OUT)/bin/tritonbuild all --profile $(PROFILE)
@@ -67,8 +68,13 @@ unit:
 proto:
 	runtime/modelconfig/gen.sh
 
-bench: deps tbtorch tools
+bench: deps tbtorch tools ghz
 	@echo "see docs/performance.md for each benchmark's command"
+
+# ghz, the gRPC load generator bench/serving runs as an outside client, from
+# bench/tools (a module of its own, so its dependencies stay out of ours).
+ghz:
+	$(GO) build -C bench/tools -o $(OUT)/bin/ghz github.com/bojand/ghz/cmd/ghz
 
 clean:
 	rm -rf $(OUT)

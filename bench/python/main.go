@@ -61,10 +61,26 @@ func main() {
 	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
 	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
+	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	flag.Parse()
-	if err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed, time.Duration(*pollUs)*time.Microsecond); err != nil {
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed, time.Duration(*pollUs)*time.Microsecond)
+	if err != nil {
 		log.Fatal(err)
 	}
+	if *goals && missed > 0 {
+		fmt.Fprintf(os.Stderr, "pythonbench: %d goal(s) missed\n", missed)
+		os.Exit(1)
+	}
+}
+
+// goalLimit is issue 18's bound on the python backend's p50 over the
+// pytorch backend's: 200 us with the report's tuned configuration (four
+// instances), 400 us with fewer.
+func goalLimit(instances int) time.Duration {
+	if instances >= 4 {
+		return 200 * time.Microsecond
+	}
+	return 400 * time.Microsecond
 }
 
 type result struct {
@@ -72,34 +88,34 @@ type result struct {
 	throughput float64 // requests per second
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, py, seed string, poll time.Duration) error {
+func run(concList string, instances, requests, rounds, maxBatch int, py, seed string, poll time.Duration) (int, error) {
 	var levels []int
 	for _, s := range strings.Split(concList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
-			return fmt.Errorf("-concurrency: bad level %q", s)
+			return 0, fmt.Errorf("-concurrency: bad level %q", s)
 		}
 		levels = append(levels, n)
 	}
 	work, err := os.MkdirTemp("", "pythonbench-")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(work)
 	modelDir := filepath.Join(work, "simple_linear")
 	for _, f := range []string{"config.pbtxt", "1/model.py"} {
 		data, err := os.ReadFile(filepath.Join(seed, "simple_linear", f))
 		if err != nil {
-			return fmt.Errorf("reading the seed repository (run from the repository root or pass -seed): %w", err)
+			return 0, fmt.Errorf("reading the seed repository (run from the repository root or pass -seed): %w", err)
 		}
 		os.MkdirAll(filepath.Dir(filepath.Join(modelDir, f)), 0o755)
 		if err := os.WriteFile(filepath.Join(modelDir, f), data, 0o644); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	makeModel := filepath.Join(filepath.Dir(seed), "make_model.py")
 	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
-		return fmt.Errorf("make_model.py: %v\n%s", err, out)
+		return 0, fmt.Errorf("make_model.py: %v\n%s", err, out)
 	}
 	spec := func(file string) *backend.ModelSpec {
 		return &backend.ModelSpec{
@@ -124,7 +140,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 	for i := 0; i < instances; i++ {
 		inst, err := pyb.NewInstance(ctx, spec("model.py"), i)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer inst.Close()
 		pyInsts = append(pyInsts, inst)
@@ -136,7 +152,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		for i := 0; i < instances; i++ {
 			inst, err := tb.NewInstance(ctx, spec("model.pt"), i)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			defer inst.Close()
 			tInsts = append(tInsts, inst)
@@ -160,12 +176,12 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 			for i := 0; i < 200; i++ {
 				resps, err := inst.Execute(ctx, []*backend.Request{req()})
 				if err != nil || resps[0].Err != nil {
-					return fmt.Errorf("%s: warmup: %v %v", p.name, err, resps)
+					return 0, fmt.Errorf("%s: warmup: %v %v", p.name, err, resps)
 				}
 				if first == nil {
 					first = resps[0].Outputs[0].Data
 				} else if !closeF32(first, resps[0].Outputs[0].Data) {
-					return fmt.Errorf("%s answers differently", p.name)
+					return 0, fmt.Errorf("%s answers differently", p.name)
 				}
 			}
 		}
@@ -187,7 +203,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 				for _, p := range peers {
 					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, req)
 					if err != nil {
-						return fmt.Errorf("%s: %w", p.name, err)
+						return 0, fmt.Errorf("%s: %w", p.name, err)
 					}
 					k := key{p.name, mb, c}
 					results[k] = append(results[k], res)
@@ -197,7 +213,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 	}
 	direct, err := directBaseline(py, modelDir, requests)
 	if err != nil {
-		return err
+		return 0, err
 	}
 
 	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per row (medians of rounds)\n",
@@ -227,7 +243,22 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		}
 	}
 	fmt.Printf("conc 1: python backend - model.py direct: p50 %+.1f us per request\n", us(med[key{"python backend", 1, 1}].p50-direct))
-	return nil
+	missed := 0
+	if torch.Available && len(modes) > 1 {
+		limit := goalLimit(instances)
+		fmt.Printf("goals (issue 18), %d instance(s), dynamic batching:\n", instances)
+		for _, c := range levels {
+			over := med[key{"python backend", maxBatch, c}].p50 - med[key{"pytorch backend", maxBatch, c}].p50
+			verdict := "met"
+			if over > limit {
+				verdict = "MISSED"
+				missed++
+			}
+			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s\n", c, us(over), us(limit), verdict)
+		}
+	}
+	fmt.Printf("load average at the end: %s\n", loadAvg())
+	return missed, nil
 }
 
 // pool lends loaded instances to a scheduler; closing the scheduler leaves
@@ -376,4 +407,17 @@ func closeF32(a, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// loadAvg is /proc/loadavg's first three fields ("" where unreadable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

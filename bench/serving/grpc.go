@@ -23,6 +23,7 @@ type grpcBench struct {
 	conns   []*grpc.ClientConn
 	clients []pb.GRPCInferenceServiceClient
 	reqs    map[string]*pb.ModelInferRequest // by model name
+	addr    string
 }
 
 // grpcConns is the number of client connections the load is spread over:
@@ -37,7 +38,7 @@ func startGRPC(mgr *repository.Manager, x []float32) (*grpcBench, error) {
 	}
 	g := grpcapi.New(grpcapi.Options{Manager: mgr}).NewGRPCServer()
 	go func() { _ = g.Serve(ln) }()
-	b := &grpcBench{srv: g}
+	b := &grpcBench{srv: g, addr: ln.Addr().String()}
 	for i := 0; i < grpcConns; i++ {
 		c, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {

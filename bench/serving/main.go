@@ -49,6 +49,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -86,6 +87,11 @@ type options struct {
 	maxBatch    int
 	computeRuns int
 	cpuProfile  string
+	wrk         string
+	ghz         string
+	fastapi     string
+	external    bool
+	goals       bool
 }
 
 func main() {
@@ -107,6 +113,11 @@ func main() {
 	flag.IntVar(&o.maxBatch, "max-batch", 32, "max_batch_size")
 	flag.IntVar(&o.computeRuns, "compute-runs", 20000, "direct Execute calls for the compute figure")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	flag.BoolVar(&o.external, "external", true, "also measure with outside load generators (wrk, ghz) and the FastAPI peer")
+	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
+	flag.StringVar(&o.ghz, "ghz", "out/bin/ghz", "ghz binary (make ghz builds it from bench/tools)")
+	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
+	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
@@ -116,8 +127,13 @@ func main() {
 		}
 		o.conc = append(o.conc, c)
 	}
-	if err := run(o); err != nil {
+	missed, err := run(o)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "servingbench:", err)
+		os.Exit(1)
+	}
+	if missed > 0 {
+		fmt.Fprintf(os.Stderr, "servingbench: %d goal(s) missed\n", missed)
 		os.Exit(1)
 	}
 }
@@ -133,14 +149,19 @@ func payloadRow() []float32 {
 	return x
 }
 
-// payloads returns the JSON and binary request bodies (one row) and the
-// binary header length.
-func payloads() (jsonBody, binBody []byte, hdrLen int) {
-	x := payloadRow()
-	data, _ := json.Marshal([][]float32{x})
-	jsonBody = []byte(fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","data":%s}]}`, features, data))
-	hdr := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}]}`, features, 4*features)
-	binBody = append([]byte(hdr), make([]byte, 4*features)...)
+// payloads returns the JSON and binary request bodies (rows copies of
+// the row) and the binary header length.
+func payloads(rows int) (jsonBody, binBody []byte, hdrLen int) {
+	var x []float32
+	m := make([][]float32, rows)
+	for r := range m {
+		m[r] = payloadRow()
+		x = append(x, m[r]...)
+	}
+	data, _ := json.Marshal(m)
+	jsonBody = []byte(fmt.Sprintf(`{"inputs":[{"name":"INPUT__0","shape":[%d,%d],"datatype":"FP32","data":%s}]}`, rows, features, data))
+	hdr := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[%d,%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}]}`, rows, features, 4*len(x))
+	binBody = append([]byte(hdr), make([]byte, 4*len(x))...)
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(binBody[len(hdr)+4*i:], math.Float32bits(v))
 	}
@@ -249,6 +270,79 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
+// floorForward is the floor with the model's forward in it: the echo
+// handler also runs a direct Execute of a fixed request of rows rows on an
+// instance of its own (no KServe parsing, no scheduler). At concurrency 1
+// it is "floor + compute" measured in the cache state a server is in: the
+// forward runs right after the request's HTTP work, as in the server,
+// rather than back to back in a tight loop.
+type floorForward struct {
+	mu    sync.Mutex
+	inst  backend.Instance
+	reqs  map[int][]*backend.Request
+	times map[int][]time.Duration // each forward's wall time, by rows
+}
+
+func newFloorForward(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, rows ...int) (*floorForward, error) {
+	inst, err := be.NewInstance(ctx, spec, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := &floorForward{inst: inst, reqs: map[int][]*backend.Request{}, times: map[int][]time.Duration{}}
+	for _, r := range rows {
+		_, bin, hdr := payloads(r)
+		f.reqs[r] = []*backend.Request{{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{int64(r), features}, Data: bin[hdr:]}}}}
+	}
+	return f, nil
+}
+
+func (f *floorForward) handler(rows int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		t0 := time.Now()
+		resps, err := f.inst.Execute(r.Context(), f.reqs[rows])
+		f.times[rows] = append(f.times[rows], time.Since(t0))
+		f.mu.Unlock()
+		if err != nil || resps[0].Err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if h := r.Header.Get(httpapi.HeaderLength); h != "" {
+			w.Header().Set(httpapi.HeaderLength, h)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		_, _ = w.Write(b)
+	}
+}
+
+// reset forgets the forward times so far (warm-up).
+func (f *floorForward) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.times)
+}
+
+// stats returns the mean and median forward time at rows since reset.
+func (f *floorForward) stats(rows int) (mean, p50 time.Duration, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ts := slices.Clone(f.times[rows])
+	if len(ts) == 0 {
+		return 0, 0, 0
+	}
+	var sum time.Duration
+	for _, t := range ts {
+		sum += t
+	}
+	slices.Sort(ts)
+	return sum / time.Duration(len(ts)), ts[len(ts)/2], len(ts)
+}
+
 type result struct {
 	p50, p99   time.Duration
 	throughput float64
@@ -263,6 +357,8 @@ type target struct {
 	// request, when set, replaces the HTTP request: it sends one request
 	// for model as client c and checks the answer (the GRPC case).
 	request func(model string, c int) error
+	// only1: a concurrency-1 case (floor+compute, batch 8).
+	only1 bool
 }
 
 // load runs conc clients in a closed loop against t for d; the triton
@@ -340,7 +436,8 @@ func computeP50(ctx context.Context, be backend.Backend, spec *backend.ModelSpec
 		return 0, err
 	}
 	defer inst.Close()
-	req := &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{1, features}, Data: body[hdrLen:]}}}
+	rows := int64(len(body[hdrLen:]) / (4 * features))
+	req := &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{rows, features}, Data: body[hdrLen:]}}}
 	reqs := []*backend.Request{req}
 	ts := make([]time.Duration, 0, runs)
 	for i := 0; i < runs+runs/10; i++ {
@@ -361,76 +458,101 @@ func computeP50(ctx context.Context, be backend.Backend, spec *backend.ModelSpec
 	return ts[len(ts)/2], nil
 }
 
-func run(o options) error {
+func run(o options) (int, error) {
 	ctx := context.Background()
+	load0 := loadAvg()
 	dir, err := os.MkdirTemp("", "servingbench")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
 	bes, err := setupRepository(o, dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	mgr, err := repository.New(repository.Options{Repositories: []string{filepath.Join(dir, "repo")}, Backends: bes, StrictModelConfig: true})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer mgr.Close(ctx)
 	if err := mgr.LoadAll(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	model, err := mgr.Get(plainModel, -1)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	batched, err := mgr.Get(batchedModel, -1)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	jsonBody, binBody, hdrLen := payloads()
+	jsonBody, binBody, hdrLen := payloads(1)
+	_, binBody8, hdrLen8 := payloads(8)
 	compute, err := computeP50(ctx, bes[model.Backend], model.Spec, binBody, hdrLen, o.computeRuns)
 	if err != nil {
-		return fmt.Errorf("direct execute: %w", err)
+		return 0, fmt.Errorf("direct execute: %w", err)
 	}
+	compute8, err := computeP50(ctx, bes[model.Backend], model.Spec, binBody8, hdrLen8, o.computeRuns)
+	if err != nil {
+		return 0, fmt.Errorf("direct execute: %w", err)
+	}
+	ff, err := newFloorForward(ctx, bes[model.Backend], model.Spec, 1, 8)
+	if err != nil {
+		return 0, err
+	}
+	defer ff.inst.Close()
 
 	tritonURL, stopTriton, err := serve(httpapi.New(httpapi.Options{Manager: mgr}))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer stopTriton()
-	floorURL, stopFloor, err := serve(http.HandlerFunc(echo))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", echo)
+	mux.HandleFunc("/forward1", ff.handler(1))
+	mux.HandleFunc("/forward8", ff.handler(8))
+	floorURL, stopFloor, err := serve(mux)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer stopFloor()
 
 	gb, err := startGRPC(mgr, payloadRow())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer gb.close()
 
 	binHdr := map[string]string{httpapi.HeaderLength: strconv.Itoa(hdrLen), "Content-Type": "application/octet-stream"}
-	wantBin := 4 * outputs
+	binHdr8 := map[string]string{httpapi.HeaderLength: strconv.Itoa(hdrLen8), "Content-Type": "application/octet-stream"}
 	floor := func(string) string { return floorURL }
+	floorFwd := func(rows int) func(string) string {
+		return func(string) string { return floorURL + "/forward" + strconv.Itoa(rows) }
+	}
 	infer := func(model string) string { return tritonURL + "/v2/models/" + model + "/infer" }
+	binCheck := func(name string, n int) func([]byte) error {
+		return func(b []byte) error {
+			if len(b) < n || !bytes.Contains(b, []byte(`"binary_data_size":`+strconv.Itoa(n))) {
+				return fmt.Errorf("%s: unexpected response %q", name, b)
+			}
+			return nil
+		}
+	}
 	targets := []target{
 		{name: "floor-json", url: floor, body: jsonBody},
 		{name: "floor-bin", url: floor, body: binBody, header: binHdr},
+		{name: "floor+fwd-json", url: floorFwd(1), body: jsonBody, only1: true},
+		{name: "floor+fwd-bin", url: floorFwd(1), body: binBody, header: binHdr, only1: true},
 		{name: "triton-json", url: infer, body: jsonBody, check: func(b []byte) error {
 			if !bytes.Contains(b, []byte(`"OUTPUT__0"`)) {
 				return fmt.Errorf("triton-json: unexpected response %q", b)
 			}
 			return nil
 		}},
-		{name: "triton-bin", url: infer, body: binBody, header: binHdr, check: func(b []byte) error {
-			if len(b) < wantBin || !bytes.Contains(b, []byte(`"binary_data_size":20`)) {
-				return fmt.Errorf("triton-bin: unexpected response %q", b)
-			}
-			return nil
-		}},
+		{name: "triton-bin", url: infer, body: binBody, header: binHdr, check: binCheck("triton-bin", 4*outputs)},
 		{name: "triton-grpc", request: gb.infer},
+		{name: "floor+fwd-bin8", url: floorFwd(8), body: binBody8, header: binHdr8, only1: true},
+		{name: "triton-bin8", url: infer, body: binBody8, header: binHdr8, check: binCheck("triton-bin8", 8*4*outputs), only1: true},
 	}
 	maxConc := slices.Max(o.conc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
@@ -440,22 +562,27 @@ func run(o options) error {
 		results[t.name] = map[int][]result{}
 		// Warm up connections and code paths.
 		for _, m := range []string{plainModel, batchedModel} {
+			if t.only1 && m == batchedModel {
+				continue
+			}
 			if _, err := load(client, t, m, maxConc, 200*time.Millisecond); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return 0, err
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	ff.reset()
+	before := batchInfer(model.Scheduler.Stats())
 	for r := 0; r < o.rounds; r++ {
 		order := slices.Clone(targets)
 		if r%2 == 1 {
@@ -463,16 +590,20 @@ func run(o options) error {
 		}
 		for _, c := range o.conc {
 			for _, t := range order {
+				if t.only1 && c != 1 {
+					continue
+				}
 				res, err := load(client, t, o.modelFor(c), c, o.duration)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				results[t.name][c] = append(results[t.name][c], res)
 			}
 		}
 	}
-	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, %d rounds x %v, payload %d B JSON / %d B binary\n",
-		o.backend, o.instances, o.maxBatch, o.rounds, o.duration, len(jsonBody), len(binBody))
+	after := batchInfer(model.Scheduler.Stats())
+	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, %d rounds x %v, payload %d B JSON / %d B binary, load %s at start\n",
+		o.backend, o.instances, o.maxBatch, o.rounds, o.duration, len(jsonBody), len(binBody), load0)
 	for _, c := range o.conc {
 		cfg := o.delayUs
 		pref := o.preferred
@@ -481,27 +612,62 @@ func run(o options) error {
 		}
 		fmt.Printf("concurrency %d: triton cases use %s (max_queue_delay %d us, preferred_batch_size [%s])\n", c, o.modelFor(c), cfg, pref)
 	}
-	fmt.Printf("compute (direct Execute, 1 row): p50 %.1f us\n\n", us(compute))
-	fmt.Printf("%-12s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
+	fmt.Printf("compute, tight loop (direct Execute back to back): p50 %.1f us at 1 row, %.1f us at 8 rows\n", us(compute), us(compute8))
+	fmt.Printf("floor+fwd: the echo handler with the same direct Execute in it (floor + compute in a server's cache state)\n\n")
+	fmt.Printf("%-15s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
 	med := map[string]map[int]result{}
 	for _, t := range targets {
 		med[t.name] = map[int]result{}
 		for _, c := range o.conc {
+			if len(results[t.name][c]) == 0 {
+				continue
+			}
 			m := median(results[t.name][c])
 			med[t.name][c] = m
-			fmt.Printf("%-12s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
+			fmt.Printf("%-15s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
 		}
 	}
 	fmt.Println()
+	var goals []goal
+	execGoal := func(rows int) {
+		inServer, n := meanExecute(before, after, rows)
+		direct, p50, dn := ff.stats(rows)
+		tight := compute
+		if rows == 8 {
+			tight = compute8
+		}
+		fmt.Printf("forward at %d rows: in the server mean %.1f us (%d executions); direct in the floor handler mean %.1f us, p50 %.1f us (%d); tight loop p50 %.1f us (in server / tight %.2f)\n",
+			rows, us(inServer), n, us(direct), us(p50), dn, us(tight), float64(inServer)/float64(max(tight, 1)))
+		if n > 0 && dn > 0 {
+			goals = append(goals, goal{name: fmt.Sprintf("in-server execute / direct forward, batch %d", rows),
+				measured: float64(inServer) / float64(direct), limit: 1.2, atMost: true, unit: "x"})
+		}
+	}
+	if _, ok := med["floor+fwd-bin"][1]; ok {
+		execGoal(1)
+		execGoal(8)
+	}
 	for _, c := range o.conc {
 		for _, kind := range []string{"json", "bin"} {
 			tr, fl := med["triton-"+kind][c], med["floor-"+kind][c]
-			fmt.Printf("conc %3d %-4s: p50 overhead over floor+compute %+.1f us; throughput triton/floor %.2f\n",
-				c, kind, us(tr.p50)-us(fl.p50)-us(compute), tr.throughput/fl.throughput)
+			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f", c, kind, tr.throughput/fl.throughput)
+			if c == 1 {
+				fc := med["floor+fwd-"+kind][1]
+				over := us(tr.p50) - us(fc.p50)
+				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, us(tr.p50)-us(fl.p50)-us(compute))
+				goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, in-process", measured: over, limit: 10, atMost: true, unit: "us"})
+			}
+			fmt.Println(line)
+			if c == maxConc && c > 1 && kind == "bin" {
+				goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, in-process", c), measured: tr.throughput / fl.throughput, limit: 0.85})
+			}
 		}
 		g, b := med["triton-grpc"][c], med["triton-bin"][c]
 		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
 			c, g.throughput/b.throughput, us(g.p50), us(b.p50))
+		if c == maxConc && c > 1 {
+			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput, in-process", c), measured: g.throughput / b.throughput, limit: 1})
+		}
 	}
 	fmt.Println()
 	for _, m := range []*repository.Model{model, batched} {
@@ -513,7 +679,135 @@ func run(o options) error {
 			m.Name, st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
 			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
 	}
-	return nil
+	if o.external {
+		ext, err := external(o, dir, model, floorURL, tritonURL, gb, jsonBody, binBody, binHdr)
+		if err != nil {
+			return 0, err
+		}
+		goals = append(goals, ext...)
+	}
+	fmt.Printf("\nload average: %s at start, %s at end\n", load0, loadAvg())
+	if !o.goals {
+		return 0, nil
+	}
+	if o.backend != "pytorch" {
+		fmt.Println("goals are checked with -backend pytorch only")
+		return 0, nil
+	}
+	return report(goals), nil
+}
+
+// external measures the same servers with wrk and ghz (separate
+// processes), and the FastAPI + uvicorn peer with wrk.
+func external(o options, dir string, model *repository.Model, floorURL, tritonURL string, gb *grpcBench, jsonBody, binBody []byte, binHdr map[string]string) ([]goal, error) {
+	if _, err := exec.LookPath(o.wrk); err != nil {
+		return nil, fmt.Errorf("wrk not found (-wrk, or -external=false): %w", err)
+	}
+	infer := func(m string) string { return tritonURL + "/v2/models/" + m + "/infer" }
+	cases := func(c int) []wrkCase {
+		m := o.modelFor(c)
+		cs := []wrkCase{
+			{name: "floor-json", url: floorURL, body: jsonBody},
+			{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
+			{name: "triton-json", url: infer(m), body: jsonBody},
+			{name: "triton-bin", url: infer(m), body: binBody, header: binHdr},
+		}
+		if c == 1 {
+			cs = append(cs, wrkCase{name: "floor+fwd-json", url: floorURL + "/forward1", body: jsonBody},
+				wrkCase{name: "floor+fwd-bin", url: floorURL + "/forward1", body: binBody, header: binHdr})
+		}
+		return cs
+	}
+	var fastURL string
+	if o.fastapi != "" {
+		var stop func()
+		var err error
+		fastURL, stop, err = startFastAPI(o.python, o.fastapi, filepath.Join(model.Spec.VersionDir, "model.pt"))
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	haveGhz := true
+	if _, err := os.Stat(o.ghz); err != nil {
+		fmt.Printf("ghz not found at %s (make ghz): no outside gRPC figures\n", o.ghz)
+		haveGhz = false
+	}
+	res := map[string]map[int][]result{}
+	add := func(name string, c int, r result) {
+		if res[name] == nil {
+			res[name] = map[int][]result{}
+		}
+		res[name][c] = append(res[name][c], r)
+	}
+	for r := 0; r < o.rounds; r++ {
+		for _, c := range o.conc {
+			cs := cases(c)
+			if r%2 == 1 {
+				slices.Reverse(cs)
+			}
+			for _, wc := range cs {
+				x, err := runWrk(o.wrk, dir, wc, c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("wrk "+wc.name, c, x)
+			}
+			if haveGhz {
+				x, err := runGhz(o.ghz, "runtime/modelconfig", dir, gb.addr, gb.reqs[o.modelFor(c)], c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("ghz triton-grpc", c, x)
+			}
+			if fastURL != "" {
+				x, err := runWrk(o.wrk, dir, wrkCase{name: "fastapi-json", url: fastURL + "/v2/models/simple_linear/infer", body: jsonBody}, c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("wrk fastapi-json", c, x)
+			}
+		}
+	}
+	fmt.Printf("\noutside load generators (wrk -t1/2 with a Lua script; ghz over %d connections), medians of %d rounds:\n", grpcConns, o.rounds)
+	fmt.Printf("%-22s %5s %10s %12s\n", "case", "conc", "p50 us", "req/s")
+	names := slices.Sorted(maps.Keys(res))
+	med := map[string]map[int]result{}
+	for _, n := range names {
+		med[n] = map[int]result{}
+		for _, c := range o.conc {
+			if len(res[n][c]) == 0 {
+				continue
+			}
+			m := median(res[n][c])
+			med[n][c] = m
+			fmt.Printf("%-22s %5d %10.1f %12.0f\n", n, c, us(m.p50), m.throughput)
+		}
+	}
+	var goals []goal
+	maxConc := slices.Max(o.conc)
+	for _, kind := range []string{"json", "bin"} {
+		if tr, ok := med["wrk triton-"+kind][1]; ok {
+			over := us(tr.p50) - us(med["wrk floor+fwd-"+kind][1].p50)
+			fmt.Printf("wrk conc 1 %s: p50 over floor+fwd %+.1f us\n", kind, over)
+			goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, wrk", measured: over, limit: 20, atMost: true, unit: "us"})
+		}
+	}
+	if maxConc > 1 {
+		tb, fb := med["wrk triton-bin"][maxConc], med["wrk floor-bin"][maxConc]
+		goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, wrk", maxConc), measured: tb.throughput / fb.throughput, limit: 0.75})
+		if g, ok := med["ghz triton-grpc"][maxConc]; ok {
+			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC (ghz) / HTTP binary (wrk) throughput", maxConc), measured: g.throughput / tb.throughput, limit: 1})
+		}
+	}
+	for _, c := range o.conc {
+		if f, ok := med["wrk fastapi-json"][c]; ok {
+			t := med["wrk triton-json"][c]
+			fmt.Printf("FastAPI peer, conc %d, JSON: %.0f req/s, p50 %.1f us; tritonserver JSON %.0f req/s (%.1fx), p50 %.1f us (%.1fx lower)\n",
+				c, f.throughput, us(f.p50), t.throughput, t.throughput/f.throughput, us(t.p50), float64(f.p50)/float64(max(t.p50, 1)))
+		}
+	}
+	return goals, nil
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

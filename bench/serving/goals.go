@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+)
+
+// goal is one of issue 18's targets, stated as a ratio or a difference of
+// figures measured in the same run.
+type goal struct {
+	name     string
+	measured float64
+	limit    float64
+	atMost   bool // measured <= limit (else >=)
+	unit     string
+}
+
+func (g goal) met() bool {
+	if g.atMost {
+		return g.measured <= g.limit
+	}
+	return g.measured >= g.limit
+}
+
+// report prints every goal with its measurement and returns how many
+// missed.
+func report(goals []goal) int {
+	missed := 0
+	fmt.Println("goals (issue 18):")
+	for _, g := range goals {
+		op, verdict := ">=", "met"
+		if g.atMost {
+			op = "<="
+		}
+		if !g.met() {
+			verdict = "MISSED"
+			missed++
+		}
+		fmt.Printf("  %-58s %9.2f%s %s %.2f%s  %s\n", g.name, g.measured, g.unit, op, g.limit, g.unit, verdict)
+	}
+	return missed
+}
+
+// loadAvg is /proc/loadavg's first three fields ("" where unreadable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// batchInfer is the compute_infer total per batch size of a stats snapshot.
+func batchInfer(st scheduler.Stats) map[int]scheduler.Duration {
+	m := map[int]scheduler.Duration{}
+	for _, b := range st.Batches {
+		m[b.BatchSize] = b.ComputeInfer
+	}
+	return m
+}
+
+// meanExecute is the mean execution time of batch size rows between two
+// snapshots (Triton's compute_infer per execution).
+func meanExecute(before, after map[int]scheduler.Duration, rows int) (time.Duration, uint64) {
+	n := after[rows].Count - before[rows].Count
+	if n == 0 {
+		return 0, 0
+	}
+	return time.Duration((after[rows].Ns - before[rows].Ns) / n), n
+}
