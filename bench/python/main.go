@@ -46,6 +46,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -257,7 +259,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s\n", c, us(over), us(limit), verdict)
 		}
 	}
-	fmt.Printf("load average at the end: %s\n", loadAvg())
+	fmt.Printf("load average at the end: %s\n", machine.LoadAvg())
 	return missed, nil
 }
 
@@ -407,17 +409,4 @@ func closeF32(a, b []byte) bool {
 		}
 	}
 	return true
-}
-
-// loadAvg is /proc/loadavg's first three fields ("" where unreadable).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -43,19 +41,6 @@ func report(goals []goal) int {
 		fmt.Printf("  %-58s %9.2f%s %s %.2f%s  %s\n", g.name, g.measured, g.unit, op, g.limit, g.unit, verdict)
 	}
 	return missed
-}
-
-// loadAvg is /proc/loadavg's first three fields ("" where unreadable).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // batchInfer is the compute_infer total per batch size of a stats snapshot.

@@ -48,6 +48,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
 	"io"
 	"maps"
 	"math"
@@ -263,6 +264,11 @@ func echo(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	echoBody(w, r, b)
+}
+
+// echoBody sends b back with the request's binary header length, if any.
+func echoBody(w http.ResponseWriter, r *http.Request, b []byte) {
 	if h := r.Header.Get(httpapi.HeaderLength); h != "" {
 		w.Header().Set(httpapi.HeaderLength, h)
 	}
@@ -312,11 +318,7 @@ func (f *floorForward) handler(rows int) http.HandlerFunc {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
-		if h := r.Header.Get(httpapi.HeaderLength); h != "" {
-			w.Header().Set(httpapi.HeaderLength, h)
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		_, _ = w.Write(b)
+		echoBody(w, r, b)
 	}
 }
 
@@ -460,7 +462,7 @@ func computeP50(ctx context.Context, be backend.Backend, spec *backend.ModelSpec
 
 func run(o options) (int, error) {
 	ctx := context.Background()
-	load0 := loadAvg()
+	load0 := machine.LoadAvg()
 	dir, err := os.MkdirTemp("", "servingbench")
 	if err != nil {
 		return 0, err
@@ -686,7 +688,7 @@ func run(o options) (int, error) {
 		}
 		goals = append(goals, ext...)
 	}
-	fmt.Printf("\nload average: %s at start, %s at end\n", load0, loadAvg())
+	fmt.Printf("\nload average: %s at start, %s at end\n", load0, machine.LoadAvg())
 	if !o.goals {
 		return 0, nil
 	}

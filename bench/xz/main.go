@@ -29,9 +29,10 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
 
 	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
@@ -77,7 +78,7 @@ func run(file, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile s
 	// Other work on the machine skews the comparison (the peer runs as
 	// three threads in two processes, ours as GOMAXPROCS threads), so the
 	// load is printed with the figures.
-	fmt.Printf("load average at the start: %s\n", loadavg())
+	fmt.Printf("load average at the start: %s\n", machine.LoadAvg())
 
 	ours := func(pure bool) func(dest string) error {
 		return func(dest string) error {
@@ -173,7 +174,7 @@ func run(file, workdir string, rounds int, decodeOnly, pureGo bool, cpuProfile s
 	if decodeOnly {
 		peerName = "xz -T0 -dc >/dev/null"
 	}
-	fmt.Printf("load average at the end: %s\n", loadavg())
+	fmt.Printf("load average at the end: %s\n", machine.LoadAvg())
 	fmt.Printf("median wall: tritonbuild %.2fs, %s %.2fs, ratio %.2fx (below 1 is faster)\n",
 		mo.Seconds(), peerName, mp.Seconds(), mo.Seconds()/mp.Seconds())
 	co, cp := median(cOurs), median(cPeer)
@@ -215,18 +216,6 @@ func cpuTime(who int) time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func median(ds []time.Duration) time.Duration {
