@@ -54,6 +54,7 @@ type config struct {
 	// here, parsed in parseLimits, and handed to the frontends' and the
 	// repository's Options.
 	maxResponseSize int64
+	maxConfigSize   int64
 	httpLimits      httpapi.Limits
 	grpcLimits      grpcapi.Limits
 }
@@ -356,7 +357,7 @@ func (c *config) settingsFor(be string) map[string]string {
 // limitFlags are the flags of the bounds on clients and models, in Triton's
 // units (seconds, milliseconds for its gRPC keepalive flags, bytes).
 type limitFlags struct {
-	maxResponse                    *int64
+	maxResponse, maxConfig         *int64
 	httpHeader, httpIdle           *int
 	httpMinRate                    *int64
 	httpConns                      *int
@@ -371,6 +372,7 @@ type limitFlags struct {
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	return &limitFlags{
 		maxResponse:        fs.Int64("max-response-size", repository.DefaultMaxResponseSize, "largest response, in bytes of output, one request may get (refused before the model runs when the config fixes the output sizes); -1 for no bound"),
+		maxConfig:          fs.Int64("max-config-size", repository.DefaultMaxConfigSize, "largest model configuration, in bytes: config.pbtxt and the load API's config parameter"),
 		httpHeader:         fs.Int("http-header-timeout-secs", int(httpapi.DefaultHeaderTimeout/time.Second), "seconds a client has to send a request's headers; also the grace before --http-body-min-rate applies (-1: none)"),
 		httpIdle:           fs.Int("http-idle-timeout-secs", int(httpapi.DefaultIdleTimeout/time.Second), "seconds an HTTP keep-alive connection may sit idle before it is closed (-1: never)"),
 		httpMinRate:        fs.Int64("http-body-min-rate", httpapi.DefaultBodyMinRate, "slowest rate, in bytes per second, at which a request body must arrive (-1: any)"),
@@ -410,6 +412,10 @@ func (l *limitFlags) apply(c *config) error {
 	c.maxResponseSize = *l.maxResponse
 	if c.maxResponseSize == 0 || c.maxResponseSize < -1 {
 		errs = append(errs, fmt.Errorf("--max-response-size must be positive or -1, got %d", c.maxResponseSize))
+	}
+	c.maxConfigSize = *l.maxConfig
+	if c.maxConfigSize <= 0 {
+		errs = append(errs, fmt.Errorf("--max-config-size must be positive, got %d", c.maxConfigSize))
 	}
 	c.httpLimits = httpapi.Limits{
 		HeaderTimeout:  check(secs("http-header-timeout-secs", *l.httpHeader)),

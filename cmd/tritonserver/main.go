@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	mgr, err := repository.New(repository.Options{
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
-		MaxResponseSize: cfg.maxResponseSize,
+		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@
 //	               with the fixed W and b of Linear; "identity": output i is
 //	               a copy of input i (any data type, BYTES included).
 //	fake_delay_us  sleep this long per Execute call (simulated compute).
+//	fake_load_delay_us  sleep this long in NewInstance (a slow load); the
+//	               load's context ends the wait.
 //	fake_fail      "load": NewInstance fails; "execute": every Execute fails.
 //
 // In linear mode a request whose first input element is -999 gets its own
@@ -88,6 +90,19 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 			return nil, backend.Errorf(backend.InvalidArg, "fake model %q: bad fake_delay_us %q", spec.Name, d)
 		}
 		inst.delay = time.Duration(us) * time.Microsecond
+	}
+	if d := spec.Parameters["fake_load_delay_us"]; d != "" {
+		us, err := strconv.Atoi(d)
+		if err != nil || us < 0 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake model %q: bad fake_load_delay_us %q", spec.Name, d)
+		}
+		t := time.NewTimer(time.Duration(us) * time.Microsecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
 	}
 	switch spec.Parameters["fake_fail"] {
 	case "load":

@@ -2,11 +2,13 @@ package modelconfig
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -216,24 +218,28 @@ func appendValue(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 	}
 }
 
+// sortMapKeys orders map keys as protobuf's JSON printer does, in
+// O(n log n): configs may carry tens of thousands of parameters.
 func sortMapKeys(keys []protoreflect.MapKey) {
-	less := func(a, b protoreflect.MapKey) bool {
+	slices.SortFunc(keys, func(a, b protoreflect.MapKey) int {
 		switch a.Interface().(type) {
 		case string:
-			return a.String() < b.String()
+			return strings.Compare(a.String(), b.String())
 		case bool:
-			return !a.Bool() && b.Bool()
+			return cmp.Compare(b2i(a.Bool()), b2i(b.Bool()))
 		case uint32, uint64:
-			return a.Uint() < b.Uint()
+			return cmp.Compare(a.Uint(), b.Uint())
 		default:
-			return a.Int() < b.Int()
+			return cmp.Compare(a.Int(), b.Int())
 		}
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
+	return 0
 }
 
 // appendString writes s as a JSON string (encoding/json's escaping, which

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -59,15 +60,22 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 		return nil, nil, err
 	}
 	cfgPath := filepath.Join(dir, ConfigFile)
+	limit := m.opts.MaxConfigSize
+	if limit <= 0 {
+		limit = DefaultMaxConfigSize
+	}
 	var cfg *modelconfig.ModelConfig
 	if configJSON != nil {
 		cfgPath = "load request parameter 'config'"
+		if int64(len(configJSON)) > limit {
+			return nil, nil, backend.Errorf(backend.TooLarge, "load parameter 'config' of model '%s' is %d bytes, more than the maximum of %d bytes (--max-config-size)", name, len(configJSON), limit)
+		}
 		cfg, err = configOverride(name, configJSON)
 		if err != nil {
 			return nil, nil, err
 		}
 	} else {
-		cfg, err = modelconfig.LoadFile(cfgPath)
+		cfg, err = loadConfigFile(cfgPath, limit)
 	}
 	switch {
 	case err == nil:
@@ -88,6 +96,24 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 		return nil, nil, err
 	}
 	return r, versions, nil
+}
+
+// loadConfigFile reads and parses config.pbtxt, refusing one over limit
+// bytes before reading it.
+func loadConfigFile(path string, limit int64) (*modelconfig.ModelConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading model config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading model config: %w", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than the maximum of %d bytes (--max-config-size)", ConfigFile, limit)
+	}
+	return modelconfig.Parse(path, data)
 }
 
 func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions []int64) (*modelconfig.ModelConfig, error) {
@@ -251,15 +277,15 @@ type tensorDecl interface {
 
 func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, error) {
 	specs := make([]backend.TensorSpec, 0, len(decls))
+	names := make(map[string]bool, len(decls))
 	for i, d := range decls {
 		if d.GetName() == "" {
 			return nil, fmt.Errorf("%s[%d] has no name", kind, i)
 		}
-		for _, s := range specs {
-			if s.Name == d.GetName() {
-				return nil, fmt.Errorf("%s '%s' is declared twice", kind, d.GetName())
-			}
+		if names[d.GetName()] {
+			return nil, fmt.Errorf("%s '%s' is declared twice", kind, d.GetName())
 		}
+		names[d.GetName()] = true
 		dt := modelconfig.WireType(d.GetDataType())
 		if dt == "" {
 			return nil, fmt.Errorf("%s '%s' has no valid data_type", kind, d.GetName())
@@ -307,6 +333,10 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) *bac
 // in the model's warmup/ directory.
 func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 	var out []scheduler.Warmup
+	declared := make(map[string]struct{}, len(r.inputs))
+	for _, in := range r.inputs {
+		declared[in.Name] = struct{}{}
+	}
 	for i, w := range r.GetModelWarmup() {
 		batch := int64(w.GetBatchSize())
 		s := scheduler.Warmup{Name: w.GetName(), Count: int(w.GetCount())}
@@ -350,7 +380,7 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 			s.Request.Inputs = append(s.Request.Inputs, backend.Tensor{Name: spec.Name, DataType: dt, Shape: shape, Data: data})
 		}
 		for name := range w.GetInputs() {
-			if !slices.ContainsFunc(r.inputs, func(t backend.TensorSpec) bool { return t.Name == name }) {
+			if _, ok := declared[name]; !ok {
 				return nil, fmt.Errorf("model_warmup[%d] names unknown input '%s'", i, name)
 			}
 		}

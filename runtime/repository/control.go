@@ -80,6 +80,9 @@ func (m *Manager) Poll(ctx context.Context) error {
 	var errs []error
 	for _, name := range names {
 		present[name] = true
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("polling the repositories: %w", err))...)
+		}
 		dir, err := m.find(name)
 		if err != nil {
 			errs = append(errs, err)

@@ -75,6 +75,10 @@ type Options struct {
 	// larger are refused before a frontend renders them. 0 means
 	// DefaultMaxResponseSize; negative means no bound.
 	MaxResponseSize int64
+	// MaxConfigSize bounds a model configuration in bytes
+	// (--max-config-size): config.pbtxt and the load API's override. 0
+	// means DefaultMaxConfigSize.
+	MaxConfigSize int64
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -82,6 +86,10 @@ type Options struct {
 // DefaultMaxResponseSize is the default of Options.MaxResponseSize: 1 GiB,
 // half of what one gRPC message can carry.
 const DefaultMaxResponseSize = 1 << 30
+
+// DefaultMaxConfigSize is the default of Options.MaxConfigSize: 16 MiB,
+// room for a hundred thousand parameters.
+const DefaultMaxConfigSize = 16 << 20
 
 // VersionStatus is one version's state.
 type VersionStatus struct {
@@ -187,6 +195,11 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 	}
 	var errs []error
 	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			// A shutdown while loading stops here rather than starting
+			// the remaining models only to unload them.
+			return errors.Join(append(errs, fmt.Errorf("loading models: %w", err))...)
+		}
 		if err := m.Load(ctx, n); err != nil {
 			errs = append(errs, err)
 		}

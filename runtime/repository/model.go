@@ -146,15 +146,8 @@ func (m *Model) Validate(req *backend.Request) error {
 	}
 	if seen != m.required {
 		var missing []string
-		for _, in := range m.Spec.Inputs {
-			if in.Optional {
-				continue
-			}
-			found := false
-			for i := range req.Inputs {
-				found = found || req.Inputs[i].Name == in.Name
-			}
-			if !found {
+		for i, in := range m.Spec.Inputs {
+			if !in.Optional && given.add(i) {
 				missing = append(missing, "'"+in.Name+"'")
 			}
 		}
