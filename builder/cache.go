@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,6 +77,9 @@ func (p *Plan) AskCache(ctx context.Context, c TreeCache, root string, out io.Wr
 // and marks it StatusCached. Unlike Run it builds nothing: the first
 // refused tree is an error. It returns how many trees it pulled.
 func (e *Executor) Pull(ctx context.Context, nodes []*Node) (int, error) {
+	if e.Cache == nil {
+		return 0, errors.New("pull: the executor has no binary cache")
+	}
 	pulled := 0
 	for _, n := range nodes {
 		if n.Status != StatusRemote {
@@ -133,6 +137,9 @@ func (e *Executor) pull(ctx context.Context, n *Node) error {
 // Push uploads the tree of every node among nodes that is in the store
 // and not yet in the cache. It returns the number of trees uploaded.
 func (e *Executor) Push(ctx context.Context, nodes []*Node) (int, error) {
+	if e.Cache == nil {
+		return 0, errors.New("push: the executor has no binary cache")
+	}
 	pushed := 0
 	for _, n := range nodes {
 		if n.Status == StatusExternal || !e.Store.Has(n.Key()) {

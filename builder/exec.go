@@ -202,6 +202,9 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 		e.printf("==> %s %s: built meanwhile by another process\n", n.Name, n.Version)
 		return nil
 	}
+	if n.Status == StatusRemote && e.Cache == nil {
+		n.Status, n.Reason = StatusBuild, "no binary cache to pull from"
+	}
 	if n.Status == StatusRemote {
 		err := e.pull(ctx, n)
 		if err == nil || ctx.Err() != nil {

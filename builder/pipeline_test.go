@@ -107,6 +107,20 @@ func TestBuildPullsAndPushesThroughTheCache(t *testing.T) {
 		}
 	}
 
+	// A forced node is rebuilt, not taken from the cache: planning asks
+	// nothing about it.
+	before := reg.requests.Load()
+	out.Reset()
+	forced := f.buildOptions(&out, cache)
+	forced.Force = []string{"app"}
+	plan, err := f.project().PlanBuild(ctx, forced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := plan.Node("app"); n.Status != StatusBuild || !n.Forced || reg.requests.Load() != before || out.Len() != 0 {
+		t.Errorf("forced app: %s (forced %v), %d requests, output %q", n.Status, n.Forced, reg.requests.Load()-before, out.String())
+	}
+
 	// A cold machine with the same store root pulls, builds nothing and
 	// downloads no source.
 	root := f.store.Root
@@ -141,10 +155,10 @@ func TestBuildPullsAndPushesThroughTheCache(t *testing.T) {
 	if f.store, err = store.Open(root); err != nil {
 		t.Fatal(err)
 	}
-	before := reg.requests.Load()
+	before = reg.requests.Load()
 	out.Reset()
 	p := f.project()
-	plan, err := p.PlanBuild(ctx, f.buildOptions(&out, nil))
+	plan, err = p.PlanBuild(ctx, f.buildOptions(&out, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
