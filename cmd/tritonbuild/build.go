@@ -13,6 +13,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
+	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -82,6 +83,22 @@ func (f *buildFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.force, "force", nil, "rebuild NAME even if cached (repeatable)")
 	cmd.Flags().IntVarP(&f.jobs, "jobs", "j", 0, "override the planned parallelism")
 	cmd.Flags().BoolVar(&f.keepWork, "keep-work", false, "keep build directories after success")
+}
+
+// buildOptions are what plan and build share: the targets, the host
+// probe the jobs are planned from, the binary cache when build.yaml names
+// one, and the terminal.
+func (g *globals) buildOptions(cmd *cobra.Command, p *builder.Project, targets, force []string) (builder.BuildOptions, error) {
+	host, err := g.host(cmd)
+	if err != nil {
+		return builder.BuildOptions{}, err
+	}
+	opts := builder.BuildOptions{Targets: targets, Force: force, Host: host, Out: cmd.ErrOrStderr(),
+		Progress: g.progress(cmd).steps, Fetch: g.fetchOptions(cmd)}
+	if c := p.Settings.Cache; c.Registry != "" {
+		opts.Cache = &remote.Cache{Ref: c.Registry, Options: remote.Options{Insecure: c.Insecure}}
+	}
+	return opts, nil
 }
 
 // runBuild is build and the first half of all: one library call.

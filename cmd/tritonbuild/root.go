@@ -128,19 +128,28 @@ func (g *globals) openPlan(cmd *cobra.Command, targets []string) (*builder.Proje
 // executor wires the library's executor to the terminal: status lines
 // and progress go to stderr.
 func (g *globals) executor(p *builder.Project, cmd *cobra.Command) *builder.Executor {
-	errOut := cmd.ErrOrStderr()
-	if g.drawing == nil {
-		g.drawing = startProgress(errOut)
-	}
 	return &builder.Executor{
 		Store:        p.Store,
 		ProjectDir:   p.SourceDir,
 		Settings:     p.Settings,
 		Config:       p.Config,
-		Out:          errOut,
-		Progress:     g.drawing.steps,
-		FetchOptions: fetch.Options{Progress: g.drawing.fetch, Log: errOut},
+		Out:          cmd.ErrOrStderr(),
+		Progress:     g.progress(cmd).steps,
+		FetchOptions: g.fetchOptions(cmd),
 	}
+}
+
+// progress is the command's progress drawing on stderr, started once.
+func (g *globals) progress(cmd *cobra.Command) *progress {
+	if g.drawing == nil {
+		g.drawing = startProgress(cmd.ErrOrStderr())
+	}
+	return g.drawing
+}
+
+// fetchOptions send download progress to the drawing and notes to stderr.
+func (g *globals) fetchOptions(cmd *cobra.Command) fetch.Options {
+	return fetch.Options{Progress: g.progress(cmd).fetch, Log: cmd.ErrOrStderr()}
 }
 
 func ctxOf(cmd *cobra.Command) context.Context {

@@ -11,29 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tritonbuild/tritonbuild/builder"
-	"github.com/tritonbuild/tritonbuild/builder/remote"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 )
 
 func addToolchainCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(newDoctorCmd(g), newEnvCmd(g), newLaunchCmd())
-}
-
-// buildOptions are what plan and build share: the targets, the host
-// probe the jobs are planned from, the binary cache when build.yaml names
-// one, and the terminal.
-func (g *globals) buildOptions(cmd *cobra.Command, p *builder.Project, targets, force []string) (builder.BuildOptions, error) {
-	host, err := g.host(cmd)
-	if err != nil {
-		return builder.BuildOptions{}, err
-	}
-	opts := builder.BuildOptions{Targets: targets, Force: force, Host: host, Out: cmd.ErrOrStderr()}
-	if c := p.Settings.Cache; c.Registry != "" {
-		opts.Cache = &remote.Cache{Ref: c.Registry, Options: remote.Options{Insecure: c.Insecure}}
-	}
-	ex := g.executor(p, cmd)
-	opts.Progress, opts.Fetch = ex.Progress, ex.FetchOptions
-	return opts, nil
 }
 
 func newLaunchCmd() *cobra.Command {
