@@ -48,13 +48,14 @@ type Executor struct {
 	// Fetch configures downloads (progress, retries, mirrors come from
 	// Settings.Mirrors).
 	FetchOptions fetch.Options
-	// Out receives progress and status lines for a person.
+	// Out receives status lines for a person.
 	Out io.Writer
 	// Progress receives the progress of long steps (see StepUpdate); nil
 	// reports none.
 	Progress chan<- StepUpdate
-	// Jobs planner and launcher chain; nil runs commands directly with
-	// the planned -j.
+	// Launcher is the memory broker's launcher chain (NewLauncher); nil
+	// runs commands directly with the planned -j, as tests and verify's
+	// rebuild do. Project.Build always sets it.
 	Launcher LauncherFactory
 	// Cache is the binary cache: Run pulls StatusRemote nodes from it and
 	// pushes committed trees to it (unless Settings.Cache.NoPush). Nil
