@@ -44,6 +44,7 @@ type config struct {
 	allowCPUMetrics   bool
 	allowGPUMetrics   bool
 	backendDirectory  string
+	grpcCompression   string
 	backendConfig     map[string]map[string]string // backend ("" = every backend) -> key -> value
 	id                string
 	modelControlMode  string
@@ -265,6 +266,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "default", `log line format: "default" (LMMDD hh:mm:ss.ssssss) or "ISO8601" (YYYY-MM-DDThh:mm:ssZ L)`)
 	fs.IntVar(&c.modelLoadThreads, "model-load-thread-count", 4, "Triton's bound on models loading at once (at least 1); this server loads models one after another, which any value allows")
 	fs.IntVar(&c.bufferThreads, "buffer-manager-thread-count", 0, "accepted for Triton's command lines (Triton itself no longer uses it); tensor copies here run on the request's goroutine")
+	fs.StringVar(&c.grpcCompression, "grpc-infer-response-compression-level", "none", "gzip inference responses to clients that accept it: none, low, medium or high (requests compressed with gzip are always read)")
 	fs.StringVar(&c.backendDirectory, "backend-directory", "", "accepted for Triton's command lines; the backends (pytorch, python) are built into this binary, so no directory is searched")
 	fs.Var(backendConfigFlag{c.backendConfig}, "backend-config", "backend setting <backend>,<setting>=<value> (repeatable)")
 	fs.StringVar(&c.id, "id", "triton", "server identifier reported by the metadata endpoint")
@@ -331,6 +333,11 @@ func (c *config) validate() error {
 	}
 	if c.logFormat != "default" && c.logFormat != "ISO8601" {
 		return fmt.Errorf("--log-format must be default or ISO8601, got %q", c.logFormat)
+	}
+	switch strings.ToLower(c.grpcCompression) {
+	case "none", "low", "medium", "high":
+	default:
+		return fmt.Errorf("invalid argument for --grpc-infer-response-compression-level: %q (want none, low, medium or high)", c.grpcCompression)
 	}
 	if c.modelLoadThreads < 1 {
 		return fmt.Errorf("--model-load-thread-count must be at least 1, got %d", c.modelLoadThreads)

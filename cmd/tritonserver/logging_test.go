@@ -39,6 +39,7 @@ func TestTritonBooleanFlags(t *testing.T) {
 				return c.modelLoadThreads == 8 && c.bufferThreads == 2 && c.backendDirectory != ""
 			}},
 		{[]string{"--model-namespacing=false"}, func(c *config) bool { return true }},
+		{[]string{"--grpc-infer-response-compression-level=HIGH"}, func(c *config) bool { return c.grpcCompression == "HIGH" }},
 	} {
 		c, err := parseFlags(append([]string{"--model-repository=/m"}, tc.args...), io.Discard)
 		if err != nil {
@@ -50,10 +51,11 @@ func TestTritonBooleanFlags(t *testing.T) {
 		}
 	}
 	for flagName, why := range map[string]string{
-		"--cache-config=local,size=1048576": "--cache-config is not supported: the response cache",
-		"--model-namespacing=true":          "--model-namespacing=true is not supported",
-		"--grpc-use-ssl=true":               "--grpc-use-ssl is not supported: TLS",
-		"--rate-limit=execution_count":      "--rate-limit is not supported",
+		"--cache-config=local,size=1048576":           "--cache-config is not supported: the response cache",
+		"--model-namespacing=true":                    "--model-namespacing=true is not supported",
+		"--grpc-use-ssl=true":                         "--grpc-use-ssl is not supported: TLS",
+		"--rate-limit=execution_count":                "--rate-limit is not supported",
+		"--grpc-infer-response-compression-level=max": "invalid argument for --grpc-infer-response-compression-level",
 	} {
 		_, err := parseFlags([]string{"--model-repository=/m", flagName}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), why) {

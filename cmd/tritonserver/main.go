@@ -166,6 +166,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
 			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log,
+			ResponseCompression: cfg.grpcCompression,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
 		if err != nil {

@@ -11,14 +11,20 @@
 package grpcapi
 
 import (
+	stdgzip "compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding/gzip"
+	// gzip registers itself: requests compressed with it are read (the
+	// message size limit applies to the inflated message).
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
@@ -52,6 +58,11 @@ type Options struct {
 	// Limits bound message sizes, streams, keepalive and connections; the
 	// zero value selects the defaults (see Limits).
 	Limits Limits
+	// ResponseCompression is Triton's --grpc-infer-response-compression-level:
+	// "" or "none" sends inference responses uncompressed; "low", "medium"
+	// and "high" gzip them (fastest, default and best gzip level) for
+	// clients that accept gzip.
+	ResponseCompression string
 	// Logging serves LogSettings; nil answers UNAVAILABLE.
 	Logging *logging.Log
 	Logger  *slog.Logger
@@ -82,6 +93,18 @@ func New(opts Options) *Server {
 		opts.Health = health.New(opts.Manager, true)
 	}
 	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: grpchealth.NewServer()}
+	// gzip's level is the codec's own process-wide setting; it is set here,
+	// before any RPC is served.
+	switch strings.ToLower(opts.ResponseCompression) {
+	case "low":
+		_ = gzip.SetLevel(stdgzip.BestSpeed)
+	case "medium":
+		_ = gzip.SetLevel(stdgzip.DefaultCompression)
+	case "high":
+		_ = gzip.SetLevel(stdgzip.BestCompression)
+	default:
+		s.opts.ResponseCompression = ""
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -119,6 +142,18 @@ func grpcError(err error) error {
 		return err
 	}
 	return grpcstatus.Error(status.GRPCCode(err), err.Error())
+}
+
+// compressResponse gzips the inference responses of this RPC when
+// ResponseCompression asks for it and the client accepts gzip.
+func (s *Server) compressResponse(ctx context.Context) {
+	if s.opts.ResponseCompression == "" {
+		return
+	}
+	names, err := grpc.ClientSupportedCompressors(ctx)
+	if err == nil && slices.Contains(names, gzip.Name) {
+		_ = grpc.SetSendCompressor(ctx, gzip.Name)
+	}
 }
 
 // ServerLive implements the RPC.
@@ -177,6 +212,7 @@ func (s *Server) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.M
 
 // ModelInfer implements the RPC.
 func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	s.compressResponse(ctx)
 	resp, err := s.infer(ctx, r)
 	if err != nil && status.Code(err) == backend.Internal {
 		// Request errors are the client's business; internal ones are ours.
@@ -213,6 +249,7 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 // request is answered in band with error_message and the stream goes on.
 func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferRequest, pb.ModelStreamInferResponse]) error {
 	ctx := stream.Context()
+	s.compressResponse(ctx)
 	var (
 		sendMu  sync.Mutex
 		sendErr error

@@ -303,10 +303,10 @@ func TestInferErrors(t *testing.T) {
 		{"unknown output", mut(func(r *pb.ModelInferRequest) {
 			r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "NOPE"}}
 		}), codes.InvalidArgument},
-		{"classification", mut(func(r *pb.ModelInferRequest) {
+		{"classification as a string", mut(func(r *pb.ModelInferRequest) {
 			r.Outputs = []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT__0",
-				Parameters: map[string]*pb.InferParameter{"classification": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 2}}}}}
-		}), codes.Unimplemented},
+				Parameters: map[string]*pb.InferParameter{"classification": {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "2"}}}}}
+		}), codes.InvalidArgument},
 		{"backend error", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Contents.Fp32Contents = []float32{fake.FailValue, 0, 0, 0} }), codes.Internal},
 		{"int out of range", &pb.ModelInferRequest{ModelName: "ident", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "U", Datatype: "UINT8", Shape: []int64{3}, Contents: &pb.InferTensorContents{UintContents: []uint32{0, 256, 1}}}}}, codes.InvalidArgument},

@@ -47,8 +47,8 @@ func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
 	if outs := r.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]string, len(outs))
 		for i, o := range outs {
-			if _, ok := o.GetParameters()["classification"]; ok {
-				return nil, backend.Errorf(backend.Unsupported, "output '%s': the classification extension is not supported", o.GetName())
+			if _, err := classCount(o); err != nil {
+				return nil, err
 			}
 			req.Outputs[i] = o.GetName()
 		}
@@ -185,6 +185,13 @@ func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.
 			if t == nil {
 				return nil, backend.Errorf(backend.Internal, "model '%s' did not produce requested output '%s'", m.Name, ro.GetName())
 			}
+			if n, _ := classCount(ro); n > 0 {
+				ct, err := m.Classify(t, n)
+				if err != nil {
+					return nil, err
+				}
+				t = &ct
+			}
 			add(t)
 		}
 		return out, nil
@@ -195,4 +202,18 @@ func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.
 		add(&outs[i])
 	}
 	return out, nil
+}
+
+// classCount is the classification extension's count for a requested
+// output (its "classification" int64 parameter), 0 when absent.
+func classCount(o *pb.ModelInferRequest_InferRequestedOutputTensor) (int, error) {
+	p, ok := o.GetParameters()["classification"]
+	if !ok {
+		return 0, nil
+	}
+	v, ok := p.GetParameterChoice().(*pb.InferParameter_Int64Param)
+	if !ok || v.Int64Param < 0 || v.Int64Param > math.MaxInt32 {
+		return 0, backend.Errorf(backend.InvalidArg, "output '%s': the classification parameter must be a non-negative int64_param", o.GetName())
+	}
+	return int(v.Int64Param), nil
 }

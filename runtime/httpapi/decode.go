@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 
@@ -42,6 +43,9 @@ type inferOutput struct {
 // hdrLen, the Inference-Header-Content-Length value, is set) and builds the
 // backend request. Binary inputs alias body.
 func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Request, *inferRequest, error) {
+	if hdrLen == "0" {
+		return decodeRaw(body, m)
+	}
 	header, tail := body, []byte(nil)
 	if hdrLen != "" {
 		n, err := strconv.ParseInt(hdrLen, 10, 64)
@@ -109,11 +113,58 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 	if len(ir.Outputs) > 0 {
 		req.Outputs = make([]string, len(ir.Outputs))
 		for i, o := range ir.Outputs {
-			if o.Parameters.Classification != nil {
-				return nil, nil, backend.Errorf(backend.Unsupported, "output '%s': the classification extension is not supported", o.Name)
+			if c := o.Parameters.Classification; c != nil && *c < 0 {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "output '%s': classification count must not be negative, got %d", o.Name, *c)
 			}
 			req.Outputs[i] = o.Name
 		}
 	}
 	return req, &ir, nil
+}
+
+// decodeRaw builds the request of a raw binary body (Triton's binary data
+// extension with Inference-Header-Content-Length 0): the body is the one
+// input's data, its name, type and shape come from the model's
+// configuration (a batching model gets batch 1; one variable dimension is
+// deduced from the size; a BYTES input must have shape [1] and the body is
+// its one element), and every output is answered as binary data.
+func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferRequest, error) {
+	if len(m.Spec.Inputs) != 1 {
+		return nil, nil, backend.Errorf(backend.InvalidArg, "Raw request must only have 1 input (found 1) to be deduced but got %d inputs in '%s' model configuration", len(m.Spec.Inputs), m.Name)
+	}
+	spec := &m.Spec.Inputs[0]
+	var shape []int64
+	if m.Spec.MaxBatchSize > 0 {
+		shape = append(shape, 1)
+	}
+	dynamic, elems := -1, int64(1)
+	for _, d := range spec.Dims {
+		if d == -1 {
+			if dynamic >= 0 {
+				return nil, nil, backend.Errorf(backend.InvalidArg, "The shape of the raw input '%s' can not be deduced because there are more than one variable-sized dimension", spec.Name)
+			}
+			dynamic = len(shape)
+		} else {
+			elems *= d
+		}
+		shape = append(shape, d)
+	}
+	data := body
+	if spec.DataType == backend.Bytes {
+		if dynamic >= 0 || elems != 1 {
+			return nil, nil, backend.Errorf(backend.InvalidArg, "For BYTE datatype raw input '%s', the model must have input shape [1]", spec.Name)
+		}
+		data = binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+		data = append(data, body...)
+	} else if dynamic >= 0 {
+		if size := int64(spec.DataType.Size()); elems > 0 && size > 0 {
+			shape[dynamic] = int64(len(body)) / elems / size
+		} else {
+			shape[dynamic] = 0
+		}
+	}
+	ir := &inferRequest{}
+	ir.Parameters.BinaryDataOutput = true
+	req := &backend.Request{Inputs: []backend.Tensor{{Name: spec.Name, DataType: spec.DataType, Shape: shape, Data: data}}}
+	return req, ir, nil
 }

@@ -110,7 +110,7 @@ type decoder func(io.ReadCloser) (io.ReadCloser, error)
 // (gzip, deflate) is one more entry; the size limit applies to the decoded
 // bytes, so a small compressed body cannot expand past it.
 func contentDecoders() map[string]decoder {
-	return map[string]decoder{"identity": nil}
+	return map[string]decoder{"identity": nil, "gzip": gunzip, "deflate": inflate}
 }
 
 // body returns r's body decoded, bounded to limit bytes and held to the
@@ -120,7 +120,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.R
 	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
 		dec, ok := s.decoders[enc]
 		if !ok {
-			return nil, backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity)", enc)
+			return nil, backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)
 		}
 		if dec != nil {
 			var err error

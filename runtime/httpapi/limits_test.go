@@ -225,9 +225,9 @@ func TestUnsupportedContentEncoding(t *testing.T) {
 	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
 	body := []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0}
 	for _, path := range []string{"/v2/models/linear/infer", "/v2/repository/index"} {
-		r, b := e.do(t, "POST", path, body, map[string]string{"Content-Encoding": "gzip"})
-		if r.StatusCode != 415 || !strings.Contains(string(b), "unsupported Content-Encoding 'gzip'") {
-			t.Errorf("%s with gzip: %d %s", path, r.StatusCode, b)
+		r, b := e.do(t, "POST", path, body, map[string]string{"Content-Encoding": "br"})
+		if r.StatusCode != 415 || !strings.Contains(string(b), "unsupported Content-Encoding 'br'") {
+			t.Errorf("%s with br: %d %s", path, r.StatusCode, b)
 		}
 	}
 	ok := `{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`

@@ -35,7 +35,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification"}
 
 // Options configure a Server.
 type Options struct {
@@ -413,12 +413,14 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.writeInferResponse(w, m, parsed, resp)
+	s.writeInferResponse(w, m, parsed, resp, responseEncoding(r))
 }
 
 // writeInferResponse renders the outputs: JSON data, or binary parts after
-// the JSON header when requested.
-func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, req *inferRequest, resp *backend.Response) {
+// the JSON header when requested; an output with a classification count is
+// replaced by its classification. A non-empty enc (gzip, deflate)
+// compresses the body.
+func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, req *inferRequest, resp *backend.Response, enc string) {
 	outs := resp.Outputs
 	binary := make([]bool, 0, 4)
 	var selected []*backend.Tensor
@@ -434,6 +436,14 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			if t == nil {
 				writeError(w, backend.Errorf(backend.Internal, "model '%s' did not produce requested output '%s'", m.Name, ro.Name))
 				return
+			}
+			if c := ro.Parameters.Classification; c != nil && *c > 0 {
+				ct, err := m.Classify(t, *c)
+				if err != nil {
+					writeError(w, err)
+					return
+				}
+				t = &ct
 			}
 			selected = append(selected, t)
 			bin := req.Parameters.BinaryDataOutput
@@ -504,18 +514,30 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	h := w.Header()
 	if binLen == 0 {
 		h.Set("Content-Type", "application/json")
+		if enc != "" {
+			writeCompressed(w, enc, b)
+			return
+		}
 		h.Set("Content-Length", strconv.Itoa(len(b)))
 		_, _ = w.Write(b)
 		return
 	}
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set(HeaderLength, strconv.Itoa(len(b)))
-	h.Set("Content-Length", strconv.Itoa(len(b)+binLen))
-	_, _ = w.Write(b)
+	parts := make([][]byte, 0, 1+len(selected))
+	parts = append(parts, b)
 	for i, t := range selected {
 		if binary[i] {
-			_, _ = w.Write(t.Data)
+			parts = append(parts, t.Data)
 		}
+	}
+	if enc != "" {
+		writeCompressed(w, enc, parts...)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(b)+binLen))
+	for _, p := range parts {
+		_, _ = w.Write(p)
 	}
 }
 

@@ -382,8 +382,8 @@ func TestBadRequests(t *testing.T) {
 		{"no data", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32"}]}`), nil, 400, "neither data nor binary_data_size"},
 		{"unknown output", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"NOPE"}]}`), nil, 400,
 			"unexpected inference output 'NOPE'"},
-		{"classification", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"OUTPUT__0","parameters":{"classification":2}}]}`), nil, 501,
-			"classification extension is not supported"},
+		{"classification", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"OUTPUT__0","parameters":{"classification":-1}}]}`), nil, 400,
+			"classification count must not be negative"},
 	}
 	b1, h1 := bin(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`, good[:10])
 	cases = append(cases, tc{"truncated binary", "/v2/models/linear/infer", b1, h1, 400, "unexpected end of binary data for input 'INPUT__0'"})

@@ -48,6 +48,8 @@ var supportedLeaves = map[string]bool{
 	"output.name":      true,
 	"output.data_type": true,
 	"output.dims":      true,
+	// Class labels for the classification extension.
+	"output.label_filename": true,
 
 	"instance_group.name":  true,
 	"instance_group.kind":  true, // values checked separately

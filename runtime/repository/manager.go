@@ -565,6 +565,10 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	sc := cfg.sched
 	sc.Version = v
 	sc.Warmup = warm
+	labels, err := loadLabels(dir, cfg.GetOutput())
+	if err != nil {
+		return nil, err
+	}
 	s, err := scheduler.New(ctx, cfg.backend, spec, sc)
 	if err != nil {
 		return nil, err
@@ -572,7 +576,7 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	mod := &Model{
 		Name: cfg.Name, Version: v, Backend: cfg.backendName, Platform: cfg.platform,
 		Config: cfg.ModelConfig, ConfigJSON: spec.ConfigJSON, Spec: spec, Scheduler: s,
-		leadingDim: !m.opts.StrictInputShapes, maxResponse: m.maxResponse(),
+		leadingDim: !m.opts.StrictInputShapes, maxResponse: m.maxResponse(), labels: labels,
 	}
 	mod.index()
 	return mod, nil

@@ -30,6 +30,8 @@ type Model struct {
 	// leadingDim accepts one extra leading dimension on the inputs of a
 	// model with max_batch_size 0 (see Options.StrictInputShapes).
 	leadingDim bool
+	// labels are the class labels of outputs with a label_filename.
+	labels map[string][]string
 	// maxResponse bounds the output bytes of one response
 	// (Options.MaxResponseSize); 0 means no bound.
 	maxResponse int64

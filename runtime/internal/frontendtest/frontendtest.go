@@ -64,6 +64,17 @@ input [{ name: "IN" data_type: TYPE_STRING dims: [-1] }]
 output [{ name: "OUT" data_type: TYPE_STRING dims: [-1] }]
 parameters { key: "fake_mode" value { string_value: "identity" } }
 `
+	// Classes is Linear with class labels (ClassLabels) on its output, for
+	// the classification extension.
+	Classes = `
+backend: "fake"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] label_filename: "labels.txt" }]
+`
+	// ClassLabels is the labels.txt NewRepo writes into every model
+	// directory: class 0 is cat, 1 dog, 2 bird.
+	ClassLabels = "cat\ndog\nbird\n"
 	// Broken is a valid configuration whose instances fail to load, so the
 	// model stays UNAVAILABLE.
 	Broken = `
@@ -119,6 +130,9 @@ func NewRepo(tb testing.TB, models map[string]string, tweaks ...func(*repository
 	root := tb.TempDir()
 	for name, cfg := range models {
 		WriteModel(tb, root, name, cfg, "1", "2")
+		if err := os.WriteFile(filepath.Join(root, name, "labels.txt"), []byte(ClassLabels), 0o644); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	be := fake.New()
 	opts := repository.Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true}
