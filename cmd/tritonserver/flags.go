@@ -45,6 +45,7 @@ type config struct {
 	allowGPUMetrics   bool
 	backendDirectory  string
 	grpcCompression   string
+	allowClientShm    bool
 	backendConfig     map[string]map[string]string // backend ("" = every backend) -> key -> value
 	id                string
 	modelControlMode  string
@@ -249,6 +250,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	boolVar(&c.allowMetrics, "allow-metrics", true, "serve Prometheus metrics")
 	boolVar(&c.allowCPUMetrics, "allow-cpu-metrics", true, "report the nv_cpu_* metrics (ignored unless --allow-metrics)")
 	boolVar(&c.allowGPUMetrics, "allow-gpu-metrics", true, "accepted for Triton's command lines; there are no GPUs here, so no GPU metrics")
+	boolVar(&c.allowClientShm, "allow-client-shm", false, "let clients register system shared memory regions and pass tensors through them (Triton's default since 26.04 is false)")
 	boolVar(&c.strictInputShapes, "strict-input-shapes", false, "refuse, as Triton does, inputs with one more leading dimension than a max_batch_size 0 model declares (by default they pass through, as the field report's client needs)")
 	boolVar(&c.strictModelConfig, "strict-model-config", false, "require config.pbtxt for every model (when false, a backend that can auto-complete a configuration may serve a model without one); deprecated by Triton in favour of --disable-auto-complete-config")
 	disableAuto := fs.Bool("disable-auto-complete-config", false, "require config.pbtxt with every required setting for every model (no auto-completion); the same as --strict-model-config=true")

@@ -29,6 +29,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
@@ -122,6 +123,17 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 		logger.Info("model", "name", e.Name, "version", e.Version, "state", e.State, "reason", e.Reason)
 	}
 
+	// One shared-memory registry for both frontends, when clients may use
+	// shared memory.
+	var shm *sharedmem.Registry
+	if cfg.allowClientShm {
+		shm = sharedmem.New("")
+		defer func() {
+			if err := shm.Close(); err != nil {
+				logger.Warn("unregistering shared memory", "err", err)
+			}
+		}()
+	}
 	// One health state for both frontends: ready while not shutting down
 	// and, with --strict-readiness, while every model is ready.
 	hs := health.New(mgr, cfg.strictReadiness)
@@ -147,7 +159,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log,
+			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log, SharedMemory: shm,
 		})
 		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
@@ -165,7 +177,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log,
+			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log, SharedMemory: shm,
 			ResponseCompression: cfg.grpcCompression,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))

@@ -35,6 +35,7 @@ import (
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
@@ -63,6 +64,10 @@ type Options struct {
 	// and "high" gzip them (fastest, default and best gzip level) for
 	// clients that accept gzip.
 	ResponseCompression string
+	// SharedMemory holds the system shared-memory regions clients register
+	// (--allow-client-shm); nil refuses registrations and shared-memory
+	// tensors.
+	SharedMemory *sharedmem.Registry
 	// Logging serves LogSettings; nil answers UNAVAILABLE.
 	Logging *logging.Log
 	Logger  *slog.Logger
@@ -227,7 +232,7 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 	if err != nil {
 		return nil, err
 	}
-	req, err := decodeRequest(r)
+	req, err := decodeRequest(r, s.opts.SharedMemory)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		return nil, err
@@ -240,7 +245,7 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 	if err != nil {
 		return nil, err
 	}
-	return encodeResponse(m, r, resp)
+	return encodeResponse(m, r, resp, s.opts.SharedMemory)
 }
 
 // ModelStreamInfer implements the RPC. Requests of one stream run

@@ -499,13 +499,29 @@ func TestLoadUnload(t *testing.T) {
 	wantCode(t, err, codes.Unavailable)
 }
 
-func TestSharedMemoryAndTraceUnimplemented(t *testing.T) {
+// TestSharedMemoryDisabled: a server without a shared-memory registry
+// (no --allow-client-shm) lists no regions and refuses registrations and
+// shared-memory tensors; CUDA registrations are refused on this CPU-only
+// server either way.
+func TestSharedMemoryDisabled(t *testing.T) {
 	e := newEnv(t, map[string]string{"linear": frontendtest.Linear})
 	ctx := context.Background()
-	_, err := e.client.SystemSharedMemoryStatus(ctx, &pb.SystemSharedMemoryStatusRequest{})
-	wantCode(t, err, codes.Unimplemented)
-	_, err = e.client.CudaSharedMemoryRegister(ctx, &pb.CudaSharedMemoryRegisterRequest{})
-	wantCode(t, err, codes.Unimplemented)
+	st, err := e.client.SystemSharedMemoryStatus(ctx, &pb.SystemSharedMemoryStatusRequest{})
+	if err != nil || len(st.GetRegions()) != 0 {
+		t.Errorf("status: %v %v", st, err)
+	}
+	_, err = e.client.SystemSharedMemoryRegister(ctx, &pb.SystemSharedMemoryRegisterRequest{Name: "r", Key: "/k", ByteSize: 4})
+	wantCode(t, err, codes.Unavailable)
+	req := linearRequest("s", rows(1, 0), false)
+	req.Inputs[0].Contents = nil
+	req.Inputs[0].Parameters = map[string]*pb.InferParameter{
+		"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "r"}},
+		"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 16}},
+	}
+	_, err = e.client.ModelInfer(ctx, req)
+	wantCode(t, err, codes.Unavailable)
+	_, err = e.client.CudaSharedMemoryRegister(ctx, &pb.CudaSharedMemoryRegisterRequest{Name: "g"})
+	wantCode(t, err, codes.InvalidArgument)
 	_, err = e.client.TraceSetting(ctx, &pb.TraceSettingRequest{})
 	wantCode(t, err, codes.Unimplemented)
 }

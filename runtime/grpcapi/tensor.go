@@ -7,20 +7,36 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 )
 
 // decodeRequest builds the backend request from a ModelInferRequest. Raw
 // contents are used in place (the protobuf message owns them for the whole
 // call); typed contents are encoded little-endian. Shapes, data sizes and
 // names are left to repository.Model.Validate, shared with the HTTP frontend.
-func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
+func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.Request, error) {
 	ins := r.GetInputs()
 	raw := r.GetRawInputContents()
-	if len(raw) > 0 && len(raw) != len(ins) {
-		return nil, backend.Errorf(backend.InvalidArg, "expected %d raw input contents (one per input) for model '%s', got %d",
-			len(ins), r.GetModelName(), len(raw))
+	// Inputs in shared memory have no raw contents: the raw contents
+	// belong, in order, to the other inputs.
+	refs := make([]*sharedmem.Ref, len(ins))
+	inShm := 0
+	for i, in := range ins {
+		ref, ok, err := shmRef(in.GetParameters(), "input", in.GetName())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			refs[i] = &ref
+			inShm++
+		}
+	}
+	if len(raw) > 0 && len(raw) != len(ins)-inShm {
+		return nil, backend.Errorf(backend.InvalidArg, "expected %d raw input contents (one per input not in shared memory) for model '%s', got %d",
+			len(ins)-inShm, r.GetModelName(), len(raw))
 	}
 	req := &backend.Request{ID: r.GetId(), Inputs: make([]backend.Tensor, len(ins))}
+	next := 0 // the next raw contents entry
 	for i, in := range ins {
 		dt := backend.DataType(in.GetDatatype())
 		if !dt.Valid() {
@@ -31,11 +47,23 @@ func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
 		if t.Shape == nil {
 			t.Shape = []int64{} // a scalar; never nil so backends can rely on it
 		}
+		if refs[i] != nil {
+			if elements(in.GetContents()) > 0 {
+				return nil, backend.Errorf(backend.InvalidArg, "input '%s' has shared memory parameters and also contents", in.GetName())
+			}
+			data, err := shm.Read(*refs[i])
+			if err != nil {
+				return nil, err
+			}
+			t.Data = data
+			continue
+		}
 		if len(raw) > 0 {
 			if n := elements(in.GetContents()); n > 0 {
 				return nil, backend.Errorf(backend.InvalidArg, "input '%s' has both contents and raw_input_contents", in.GetName())
 			}
-			t.Data = raw[i]
+			t.Data = raw[next]
+			next++
 			continue
 		}
 		data, err := typedData(in.GetName(), dt, in.GetContents())
@@ -48,6 +76,9 @@ func decodeRequest(r *pb.ModelInferRequest) (*backend.Request, error) {
 		req.Outputs = make([]string, len(outs))
 		for i, o := range outs {
 			if _, err := classCount(o); err != nil {
+				return nil, err
+			}
+			if _, _, err := shmRef(o.GetParameters(), "output", o.GetName()); err != nil {
 				return nil, err
 			}
 			req.Outputs[i] = o.GetName()
@@ -162,7 +193,7 @@ func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]b
 // encodeResponse renders the outputs the request asked for (all, in the
 // model's order, when it named none) as raw_output_contents. The output
 // data is handed to GRPC without a copy.
-func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.Response) (*pb.ModelInferResponse, error) {
+func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.Response, shm *sharedmem.Registry) (*pb.ModelInferResponse, error) {
 	out := &pb.ModelInferResponse{ModelName: m.Name, ModelVersion: m.VersionString(), Id: r.GetId()}
 	add := func(t *backend.Tensor) {
 		out.Outputs = append(out.Outputs, &pb.ModelInferResponse_InferOutputTensor{
@@ -192,6 +223,22 @@ func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.
 				}
 				t = &ct
 			}
+			if ref, ok, _ := shmRef(ro.GetParameters(), "output", ro.GetName()); ok {
+				if err := shm.Write(ro.GetName(), ref, t.Data); err != nil {
+					return nil, err
+				}
+				// An empty raw entry keeps the others aligned with outputs.
+				out.Outputs = append(out.Outputs, &pb.ModelInferResponse_InferOutputTensor{
+					Name: t.Name, Datatype: string(t.DataType), Shape: t.Shape,
+					Parameters: map[string]*pb.InferParameter{
+						"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: ref.Region}},
+						"shared_memory_offset":    {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(ref.Offset)}},
+						"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(len(t.Data))}},
+					},
+				})
+				out.RawOutputContents = append(out.RawOutputContents, []byte{})
+				continue
+			}
 			add(t)
 		}
 		return out, nil
@@ -216,4 +263,41 @@ func classCount(o *pb.ModelInferRequest_InferRequestedOutputTensor) (int, error)
 		return 0, backend.Errorf(backend.InvalidArg, "output '%s': the classification parameter must be a non-negative int64_param", o.GetName())
 	}
 	return int(v.Int64Param), nil
+}
+
+// shmRef reads the shared-memory extension's parameters of a tensor: none,
+// or a string shared_memory_region with an int64 shared_memory_byte_size
+// (and optionally shared_memory_offset).
+func shmRef(params map[string]*pb.InferParameter, kind, name string) (sharedmem.Ref, bool, error) {
+	region, hasRegion := params["shared_memory_region"]
+	size, hasSize := params["shared_memory_byte_size"]
+	offset, hasOffset := params["shared_memory_offset"]
+	var ref sharedmem.Ref
+	if !hasRegion && !hasSize && !hasOffset {
+		return ref, false, nil
+	}
+	bad := func(what string) error {
+		return backend.Errorf(backend.InvalidArg, "%s '%s': %s", kind, name, what)
+	}
+	if !hasRegion || !hasSize {
+		return ref, false, bad("shared_memory_region and shared_memory_byte_size must be given together")
+	}
+	rs, ok := region.GetParameterChoice().(*pb.InferParameter_StringParam)
+	if !ok {
+		return ref, false, bad("shared_memory_region must be a string_param")
+	}
+	ref.Region = rs.StringParam
+	n, ok := size.GetParameterChoice().(*pb.InferParameter_Int64Param)
+	if !ok || n.Int64Param < 0 {
+		return ref, false, bad("shared_memory_byte_size must be a non-negative int64_param")
+	}
+	ref.ByteSize = uint64(n.Int64Param)
+	if hasOffset {
+		o, ok := offset.GetParameterChoice().(*pb.InferParameter_Int64Param)
+		if !ok || o.Int64Param < 0 {
+			return ref, false, bad("shared_memory_offset must be a non-negative int64_param")
+		}
+		ref.Offset = uint64(o.Int64Param)
+	}
+	return ref, true, nil
 }

@@ -12,7 +12,7 @@ func TestDecodeRequestKeepsID(t *testing.T) {
 			Id:               id,
 			Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "X", Datatype: "FP32", Shape: []int64{1}}},
 			RawInputContents: [][]byte{{0, 0, 128, 63}},
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 )
 
 // inferRequest is the JSON part of an infer request. Data stays raw so that
@@ -27,8 +28,37 @@ type inferInput struct {
 	Datatype   backend.DataType `json:"datatype"`
 	Parameters struct {
 		BinaryDataSize *int64 `json:"binary_data_size"`
+		shmParams
 	} `json:"parameters"`
 	Data json.RawMessage `json:"data"`
+}
+
+// shmParams are the shared-memory extension's parameters of an input or a
+// requested output.
+type shmParams struct {
+	Region   *string `json:"shared_memory_region"`
+	Offset   *int64  `json:"shared_memory_offset"`
+	ByteSize *int64  `json:"shared_memory_byte_size"`
+}
+
+// ref checks the parameters of tensor name: none, or a region and a byte
+// size (the offset defaults to 0). ok is false without a region.
+func (p *shmParams) ref(kind, name string) (ref sharedmem.Ref, ok bool, err error) {
+	if p.Region == nil && p.ByteSize == nil && p.Offset == nil {
+		return ref, false, nil
+	}
+	if p.Region == nil || p.ByteSize == nil {
+		return ref, false, backend.Errorf(backend.InvalidArg, "%s '%s': shared_memory_region and shared_memory_byte_size must be given together", kind, name)
+	}
+	ref.Region = *p.Region
+	if *p.ByteSize < 0 || (p.Offset != nil && *p.Offset < 0) {
+		return ref, false, backend.Errorf(backend.InvalidArg, "%s '%s': shared memory offset and byte size must not be negative", kind, name)
+	}
+	ref.ByteSize = uint64(*p.ByteSize)
+	if p.Offset != nil {
+		ref.Offset = uint64(*p.Offset)
+	}
+	return ref, true, nil
 }
 
 type inferOutput struct {
@@ -36,13 +66,14 @@ type inferOutput struct {
 	Parameters struct {
 		BinaryData     *bool `json:"binary_data"`
 		Classification *int  `json:"classification"`
+		shmParams
 	} `json:"parameters"`
 }
 
 // decodeRequest splits body into the JSON header and the binary tail (when
 // hdrLen, the Inference-Header-Content-Length value, is set) and builds the
 // backend request. Binary inputs alias body.
-func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Request, *inferRequest, error) {
+func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedmem.Registry) (*backend.Request, *inferRequest, error) {
 	if hdrLen == "0" {
 		return decodeRaw(body, m)
 	}
@@ -86,7 +117,17 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 		t := &req.Inputs[i]
 		t.Name, t.DataType, t.Shape = in.Name, in.Datatype, in.Shape
 		hasData := len(in.Data) > 0 && string(in.Data) != "null"
+		ref, inShm, err := in.Parameters.ref("input", in.Name)
+		if err != nil {
+			return nil, nil, err
+		}
 		switch sz := in.Parameters.BinaryDataSize; {
+		case inShm && (hasData || sz != nil):
+			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has shared memory parameters and also data", in.Name)
+		case inShm:
+			if t.Data, err = shm.Read(ref); err != nil {
+				return nil, nil, err
+			}
 		case sz != nil && hasData:
 			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has both data and binary_data_size", in.Name)
 		case sz != nil:
@@ -113,6 +154,9 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model) (*backend.Re
 	if len(ir.Outputs) > 0 {
 		req.Outputs = make([]string, len(ir.Outputs))
 		for i, o := range ir.Outputs {
+			if _, _, err := o.Parameters.ref("output", o.Name); err != nil {
+				return nil, nil, err
+			}
 			if c := o.Parameters.Classification; c != nil && *c < 0 {
 				return nil, nil, backend.Errorf(backend.InvalidArg, "output '%s': classification count must not be negative, got %d", o.Name, *c)
 			}

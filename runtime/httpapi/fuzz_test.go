@@ -57,7 +57,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if hdrLen >= 0 {
 			h = strconv.Itoa(hdrLen)
 		}
-		req, parsed, err := decodeRequest(body, h, m)
+		req, parsed, err := decodeRequest(body, h, m, nil)
 		if err != nil {
 			if _, ok := err.(*backend.Error); !ok {
 				t.Fatalf("decode error is not a *backend.Error: %T %v", err, err)

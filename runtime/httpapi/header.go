@@ -356,9 +356,12 @@ func (p *scanner) input(in *inferInput) error {
 			})
 		case "parameters":
 			return p.object(func(k []byte) error {
-				if string(k) == "binary_data_size" {
+				switch string(k) {
+				case "binary_data_size":
 					in.Parameters.BinaryDataSize = new(int64)
 					return p.int64(in.Parameters.BinaryDataSize)
+				case "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size":
+					return p.shmParam(string(k), &in.Parameters.shmParams)
 				}
 				return p.skip()
 			})
@@ -390,6 +393,8 @@ func (p *scanner) output(out *inferOutput) error {
 				case "binary_data":
 					out.Parameters.BinaryData = new(bool)
 					return p.boolean(out.Parameters.BinaryData)
+				case "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size":
+					return p.shmParam(string(k), &out.Parameters.shmParams)
 				case "classification":
 					var n int64
 					if err := p.int64(&n); err != nil {
@@ -413,4 +418,23 @@ func isHex4(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// shmParam reads one of the shared-memory extension's parameters.
+func (p *scanner) shmParam(key string, dst *shmParams) error {
+	if key == "shared_memory_region" {
+		s, err := p.str()
+		dst.Region = &s
+		return err
+	}
+	var v int64
+	if err := p.int64(&v); err != nil {
+		return err
+	}
+	if key == "shared_memory_offset" {
+		dst.Offset = &v
+	} else {
+		dst.ByteSize = &v
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/logging"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
@@ -35,7 +36,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory"}
 
 // Options configure a Server.
 type Options struct {
@@ -57,6 +58,10 @@ type Options struct {
 	// Limits bound connections and request bodies; the zero value selects
 	// the defaults (see Limits).
 	Limits Limits
+	// SharedMemory holds the system shared-memory regions clients register
+	// (--allow-client-shm); nil refuses registrations and shared-memory
+	// tensors.
+	SharedMemory *sharedmem.Registry
 	// Logging serves /v2/logging; nil answers Unavailable.
 	Logging *logging.Log
 	Logger  *slog.Logger
@@ -105,6 +110,7 @@ func New(opts Options) *Server {
 	m.HandleFunc("POST /v2/repository/index", s.repositoryIndex)
 	m.HandleFunc("POST /v2/repository/models/{model}/load", s.loadModel)
 	m.HandleFunc("POST /v2/repository/models/{model}/unload", s.unloadModel)
+	s.routeSharedMemory(m)
 	m.HandleFunc("GET /v2/logging", s.logging)
 	m.HandleFunc("POST /v2/logging", s.logging)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +404,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.putBuf(bp)
-	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m)
+	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m, s.opts.SharedMemory)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		writeError(w, err)
@@ -424,6 +430,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	outs := resp.Outputs
 	binary := make([]bool, 0, 4)
 	var selected []*backend.Tensor
+	var shm []*sharedmem.Ref // per selected output: written to shared memory; nil when none is
 	if len(req.Outputs) > 0 {
 		for _, ro := range req.Outputs {
 			var t *backend.Tensor
@@ -444,6 +451,16 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 					return
 				}
 				t = &ct
+			}
+			if ref, ok, _ := ro.Parameters.ref("output", ro.Name); ok {
+				if err := s.opts.SharedMemory.Write(ro.Name, ref, t.Data); err != nil {
+					writeError(w, err)
+					return
+				}
+				if shm == nil {
+					shm = make([]*sharedmem.Ref, len(req.Outputs))
+				}
+				shm[len(selected)] = &ref
 			}
 			selected = append(selected, t)
 			bin := req.Parameters.BinaryDataOutput
@@ -493,6 +510,19 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			b = strconv.AppendInt(b, d, 10)
 		}
 		b = append(b, ']')
+		if shm != nil && shm[i] != nil {
+			// In shared memory: the parameters say where, with the size
+			// written.
+			binary[i] = false
+			b = append(b, `,"parameters":{"shared_memory_region":`...)
+			b = appendJSONString(b, []byte(shm[i].Region))
+			b = append(b, `,"shared_memory_offset":`...)
+			b = strconv.AppendUint(b, shm[i].Offset, 10)
+			b = append(b, `,"shared_memory_byte_size":`...)
+			b = strconv.AppendInt(b, int64(len(t.Data)), 10)
+			b = append(b, "}}"...)
+			continue
+		}
 		if binary[i] {
 			b = append(b, `,"parameters":{"binary_data_size":`...)
 			b = strconv.AppendInt(b, int64(len(t.Data)), 10)
