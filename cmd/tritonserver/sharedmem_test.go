@@ -152,8 +152,12 @@ func TestSystemSharedMemory(t *testing.T) {
 	}
 	defer conn.Close()
 	client := pb.NewGRPCInferenceServiceClient(conn)
-	str := func(v string) *pb.InferParameter { return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: v}} }
-	i64 := func(v int64) *pb.InferParameter { return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: v}} }
+	str := func(v string) *pb.InferParameter {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: v}}
+	}
+	i64 := func(v int64) *pb.InferParameter {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: v}}
+	}
 	resp, err := client.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "a",
 		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{2, 4},
 			Parameters: map[string]*pb.InferParameter{"shared_memory_region": str("input_data"), "shared_memory_byte_size": i64(32)}}},
