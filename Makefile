@@ -31,7 +31,7 @@ DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 z
 	libtorch-dev python3 python3-torch python3-numpy python3-venv \
 	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk \
 	python3-fastapi python3-uvicorn \
-	$(PYTORCH_DFSG_PACKAGES)
+	meson patchelf $(PYTORCH_DFSG_PACKAGES)
 
 
 .PHONY: all deps tools test unit proto bench tbtorch ghz clean
