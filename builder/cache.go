@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
@@ -19,9 +21,10 @@ import (
 // committed.
 type TreeCache interface {
 	// Lookup reports whether the cache holds the tree of the node hash,
-	// and the root of the store it was built for: trees embed their own
-	// prefix, which lies in the store.
-	Lookup(ctx context.Context, hash string) (root string, ok bool, err error)
+	// the root of the store it was built for, and whether the tree is
+	// relocatable to another root (its manifest lists the files naming
+	// the root; trees pushed before relocation are not).
+	Lookup(ctx context.Context, hash string) (root string, relocatable, ok bool, err error)
 	// Pull downloads the tree of hash into dir, which must not exist, and
 	// verifies it: dir/tree is exactly what the returned manifest lists.
 	// On error dir is gone.
@@ -54,16 +57,17 @@ func (p *Plan) AskCache(ctx context.Context, c TreeCache, root string, out io.Wr
 	}
 	marked := 0
 	for _, n := range ask {
-		builtFor, ok, err := c.Lookup(ctx, n.Hash)
+		builtFor, relocatable, ok, err := c.Lookup(ctx, n.Hash)
 		if err != nil {
 			return marked, fmt.Errorf("binary cache %s: %s: %w", c, n.Name, err)
 		}
 		switch {
 		case !ok:
 			n.Reason = "not in store or binary cache"
-		case builtFor != root:
-			// The tree's rpaths and config files name its own prefix.
-			n.Reason = fmt.Sprintf("binary cache has it for store %s, not %s", builtFor, root)
+		case builtFor != root && !relocatable:
+			// A tree from before relocation names its own prefix in
+			// files its manifest does not list.
+			n.Reason = fmt.Sprintf("binary cache has it for store %s, not %s, and it is not relocatable (pushed by an older tritonbuild)", builtFor, root)
 		default:
 			n.Status, n.Reason = StatusRemote, "in binary cache "+c.String()
 			marked++
@@ -123,6 +127,16 @@ func (e *Executor) pull(ctx context.Context, n *Node) error {
 	m, err := e.Cache.Pull(ctx, n.Hash, staging)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", n.Name, n.Version, err)
+	}
+	// Built under another store root: rewrite the files that name it.
+	from := m.StoreRoot
+	m, stuck, err := store.RelocateStoreTree(filepath.Join(staging, "tree"), m, e.Store.Root)
+	if err != nil {
+		os.RemoveAll(staging)
+		return fmt.Errorf("%s %s: relocating from store %s: %w", n.Name, n.Version, from, err)
+	}
+	if len(stuck) > 0 {
+		e.printf("    warning: %s %s was built for store %s; %d binary file(s) still name it: %s\n", n.Name, n.Version, from, len(stuck), strings.Join(stuck, ", "))
 	}
 	if err := e.Store.Commit(n.Key(), staging, m); err != nil {
 		os.RemoveAll(staging)

@@ -275,7 +275,18 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	if err := os.RemoveAll(b.destdir); err != nil {
 		return err
 	}
-	m, err := store.BuildManifest(filepath.Join(b.staging, "tree"))
+	var deps []string
+	for _, d := range closureOf(n) {
+		if d.Status != StatusExternal {
+			deps = append(deps, d.Prefix(e.Store))
+		}
+	}
+	rel, err := relocateTree(ctx, filepath.Join(b.staging, "tree"), b.prefix, e.Store.Root, deps)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Name, err)
+	}
+	b.reportRelocation(rel)
+	m, err := store.BuildManifestFor(filepath.Join(b.staging, "tree"), e.Store.Root)
 	if err != nil {
 		return err
 	}
@@ -287,13 +298,31 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
 	if !e.KeepWork {
 		os.RemoveAll(b.work)
 	}
-	e.printf("    %s %s installed: %d files, %s, in %s\n", n.Name, n.Version, len(m.Files), m.Digest[:19], time.Since(start).Round(time.Millisecond))
+	e.printf("    %s %s installed: %d files, %s, in %s\n", n.Name, n.Version, m.FileCount(), m.Digest[:19], time.Since(start).Round(time.Millisecond))
 	if e.pushing() {
 		if _, err := e.push(ctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// reportRelocation says what relocateTree changed and what stays tied to
+// the store path.
+func (b *nodeBuild) reportRelocation(r *Relocation) {
+	if len(r.Runpaths) > 0 {
+		b.e.printf("    %d ELF file(s) given $ORIGIN-relative runpaths\n", len(r.Runpaths))
+	}
+	if len(r.Text) > 0 {
+		b.e.printf("    %d text file(s) name the store path; install and pulls rewrite them\n", len(r.Text))
+	}
+	if len(r.Binaries) > 0 {
+		list := r.Binaries
+		if len(list) > 5 {
+			list = append(list[:5:5], fmt.Sprintf("and %d more", len(r.Binaries)-5))
+		}
+		b.e.printf("    warning: %d binary file(s) embed the store path and are not relocatable: %s\n", len(r.Binaries), strings.Join(list, ", "))
+	}
 }
 
 // jobPlan picks the node's starting parallelism: --jobs, then build.yaml's
@@ -440,16 +469,15 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 		"CMAKE_PREFIX_PATH="+strings.Join(prefixes, ":"),
 		"DESTDIR="+b.destdir,
 	)
+	if pc := b.pkgConfigPath(); pc != "" {
+		env = append(env, "PKG_CONFIG_PATH="+pc)
+	}
 	cc, cxx := b.cc, b.cxx
 	if b.launch != nil {
 		env = append(env, b.launch.Env()...)
 	}
-	// Reproducible trees: no build paths in objects or debug info, stable
-	// build ids derived from content.
-	prefixMap := "-ffile-prefix-map=" + b.work + "=/tritonbuild/" + n.Name + " -fdebug-prefix-map=" + b.work + "=/tritonbuild/" + n.Name
-	env = append(env, "CC="+cc, "CXX="+cxx,
-		"CFLAGS="+prefixMap, "CXXFLAGS="+prefixMap,
-		"LDFLAGS=-Wl,--build-id=sha1")
+	env = append(env, "CC="+cc, "CXX="+cxx)
+	env = append(env, b.compileFlags()...)
 	if n.Toolchain != nil {
 		tp := n.Toolchain.Prefix(e.Store)
 		env = append(env, "LLVM_DIR="+filepath.Join(tp, "lib", "cmake", "llvm"), "LLVM_PATH="+tp)
@@ -462,9 +490,56 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(n.Recipe.Env)) {
+		if flagVars[k] {
+			continue // merged into the flags above
+		}
 		env = append(env, k+"="+b.expand(n.Recipe.Env[k], false))
 	}
 	b.env = env
+}
+
+// flagVars are the compiler flag variables whose recipe values are merged
+// with the toolchain's defaults instead of replacing them.
+var flagVars = map[string]bool{"CFLAGS": true, "CXXFLAGS": true, "LDFLAGS": true}
+
+// compileFlags returns CFLAGS, CXXFLAGS and LDFLAGS: the recipe's env
+// values (which may use option references) or, for build systems without
+// their own optimization setting (make, autotools, script, meson), a
+// distribution's default of -O2 -g; then, always appended, the flags that
+// make trees reproducible: no build or store paths in objects and debug
+// info, build ids derived from content. CMake's build type and Go's own
+// defaults choose their optimization, so those builds get no default.
+func (b *nodeBuild) compileFlags() []string {
+	n := b.n
+	prefixMap := "-ffile-prefix-map=" + b.work + "=/tritonbuild/" + n.Name + " -fdebug-prefix-map=" + b.work + "=/tritonbuild/" + n.Name
+	opt := "-O2 -g"
+	if bs := n.Recipe.Build; bs.CMake != nil || bs.Go != nil {
+		opt = ""
+	} else {
+		// Dependencies' headers live in the store: keep its root out of
+		// debug info so that trees do not depend on where the store is.
+		prefixMap += " -ffile-prefix-map=" + filepath.Join(b.e.Store.Root, "nodes") + "=/tritonbuild/store"
+	}
+	join := func(parts ...string) string {
+		var out []string
+		for _, p := range parts {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	own := func(k, def string) string {
+		if v, ok := n.Recipe.Env[k]; ok {
+			return b.expand(v, false)
+		}
+		return def
+	}
+	return []string{
+		"CFLAGS=" + join(own("CFLAGS", opt), prefixMap),
+		"CXXFLAGS=" + join(own("CXXFLAGS", opt), prefixMap),
+		"LDFLAGS=" + join(own("LDFLAGS", ""), "-Wl,--build-id=sha1"),
+	}
 }
 
 // closureOf lists every node n depends on, transitively, deduplicated.
@@ -485,7 +560,42 @@ func closureOf(n *Node) []*Node {
 	return out
 }
 
+// expandArgs expands an argv list: an element that is exactly one list
+// option reference becomes one argument per item (none for an empty list);
+// any other element is one argument.
+func (b *nodeBuild) expandArgs(list []string, style optionStyle) []string {
+	var out []string
+	for _, a := range list {
+		if ref, ok := recipe.SoleRef(a); ok && strings.HasPrefix(ref, "options.") {
+			if items, ok := b.n.Options[strings.TrimPrefix(ref, "options.")].([]string); ok {
+				out = append(out, items...)
+				continue
+			}
+		}
+		out = append(out, b.expandStyle(a, style))
+	}
+	return out
+}
+
+// optionStyle is how an option value is written in one build system's
+// syntax.
+type optionStyle int
+
+const (
+	styleShell optionStyle = iota // true/false, space-joined lists
+	styleCMake                    // ON/OFF, ;-joined lists
+	styleMeson                    // true/false, comma-joined arrays
+)
+
 func renderOption(v any, cmake bool) string {
+	if cmake {
+		return renderOptionStyle(v, styleCMake)
+	}
+	return renderOptionStyle(v, styleShell)
+}
+
+func renderOptionStyle(v any, style optionStyle) string {
+	cmake := style == styleCMake
 	switch x := v.(type) {
 	case bool:
 		if cmake {
@@ -496,8 +606,11 @@ func renderOption(v any, cmake bool) string {
 		}
 		return strconv.FormatBool(x)
 	case []string:
-		if cmake {
+		switch style {
+		case styleCMake:
 			return strings.Join(x, ";")
+		case styleMeson:
+			return strings.Join(x, ",")
 		}
 		return strings.Join(x, " ")
 	}
@@ -526,10 +639,17 @@ func expandNode(n *Node, prefix, s string) string {
 
 // expand substitutes ${...} references; unknown ones stay for the shell.
 func (b *nodeBuild) expand(s string, cmake bool) string {
+	if cmake {
+		return b.expandStyle(s, styleCMake)
+	}
+	return b.expandStyle(s, styleShell)
+}
+
+func (b *nodeBuild) expandStyle(s string, style optionStyle) string {
 	return recipe.Expand(s, func(key string) (string, bool) {
 		if strings.HasPrefix(key, "options.") {
 			if v, ok := b.n.Options[strings.TrimPrefix(key, "options.")]; ok {
-				return renderOption(v, cmake), true
+				return renderOptionStyle(v, style), true
 			}
 		}
 		v, ok := b.vars[key]
@@ -548,6 +668,8 @@ func (b *nodeBuild) runBuildSystem(ctx context.Context) error {
 		return b.goBuild(ctx, bs.Go)
 	case bs.Script != nil:
 		return b.script(ctx, bs.Script)
+	case bs.Meson != nil:
+		return b.meson(ctx, bs.Meson)
 	}
 	return fmt.Errorf("%s: no build system", b.n.Name)
 }
@@ -601,8 +723,8 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 		targets = b.e.Targets
 	}
 	buildArgs := []string{"--build", b.build}
-	for _, t := range targets {
-		buildArgs = append(buildArgs, "--target", b.expand(t, true))
+	for _, t := range b.expandArgs(targets, styleCMake) {
+		buildArgs = append(buildArgs, "--target", t)
 	}
 	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
 		return b.run(ctx, "build", b.build, nil, "cmake", append(buildArgs, "-j", strconv.Itoa(jobs.Compile))...)
@@ -625,11 +747,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 }
 
 func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
-	if len(m.Configure) > 0 {
-		args := make([]string, len(m.Configure))
-		for i, a := range m.Configure {
-			args[i] = b.expand(a, false)
-		}
+	if args := b.expandArgs(m.Configure, styleShell); len(args) > 0 {
 		if err := b.run(ctx, "configure", b.src, nil, args[0], args[1:]...); err != nil {
 			return err
 		}
@@ -638,13 +756,11 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 	if b.launch != nil {
 		cc, cxx = b.launch.Wrap(cc, cxx)
 	}
-	var extra []string
-	for _, a := range m.Args {
-		extra = append(extra, b.expand(a, false))
-	}
+	extra := b.expandArgs(m.Args, styleShell)
 	extra = append(extra, "CC="+cc, "CXX="+cxx, "PREFIX="+b.prefix, "prefix="+b.prefix)
+	targets := b.expandArgs(m.Targets, styleShell)
 	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
-		args := append([]string{"-j" + strconv.Itoa(jobs.Compile)}, m.Targets...)
+		args := append([]string{"-j" + strconv.Itoa(jobs.Compile)}, targets...)
 		return b.run(ctx, "build", b.src, nil, "make", append(args, extra...)...)
 	}); err != nil {
 		return err
@@ -657,6 +773,75 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 		install = []string{"install"}
 	}
 	return b.run(ctx, "install", b.src, nil, "make", append(append(install, extra...), "DESTDIR="+b.destdir)...)
+}
+
+// meson configures a build dir outside the sources with `meson setup`,
+// then compiles and installs it into DESTDIR. The default build type
+// "plain" adds no optimization flags of meson's own: CFLAGS carries the
+// toolchain's defaults like every other build kind.
+func (b *nodeBuild) meson(ctx context.Context, m *recipe.MesonBuild) error {
+	bt := m.BuildType
+	if bt == "" {
+		bt = "plain"
+	}
+	cc, cxx := b.cc, b.cxx
+	if b.launch != nil {
+		cc, cxx = b.launch.Wrap(cc, cxx)
+	}
+	compilers := []string{"CC=" + cc, "CXX=" + cxx}
+	configured := filepath.Join(b.build, ".configured")
+	if _, err := os.Stat(configured); err != nil {
+		// A half-configured dir from a failed attempt would make meson refuse.
+		if err := os.RemoveAll(b.build); err != nil {
+			return err
+		}
+		args := []string{"setup", "--prefix=" + b.prefix, "--libdir=lib", "--buildtype=" + bt,
+			"--wrap-mode=nodownload", "--pkg-config-path=" + b.pkgConfigPath()}
+		for _, k := range slices.Sorted(maps.Keys(m.Options)) {
+			args = append(args, "-D"+k+"="+b.expandStyle(m.Options[k], styleMeson))
+		}
+		args = append(args, b.expandArgs(m.Args, styleMeson)...)
+		args = append(args, b.build, filepath.Join(b.src, m.SourceDir))
+		if err := b.run(ctx, "configure", b.src, compilers, "meson", args...); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(configured, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if b.e.Until == "configure" {
+		b.e.printf("    configured in %s (stopped after configure)\n", b.build)
+		return nil
+	}
+	targets := b.expandArgs(m.Targets, styleMeson)
+	if len(b.e.Targets) > 0 {
+		targets = b.e.Targets
+	}
+	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
+		args := append([]string{"compile", "-C", b.build, "-j", strconv.Itoa(jobs.Compile)}, targets...)
+		return b.run(ctx, "build", b.build, compilers, "meson", args...)
+	}); err != nil {
+		return err
+	}
+	if b.e.Until == "build" || len(b.e.Targets) > 0 {
+		b.e.printf("    built in %s (stopped before install)\n", b.build)
+		return nil
+	}
+	return b.run(ctx, "install", b.build, compilers, "meson", "install", "-C", b.build, "--no-rebuild", "--destdir", b.destdir)
+}
+
+// pkgConfigPath lists the dependencies' pkg-config directories.
+func (b *nodeBuild) pkgConfigPath() string {
+	var dirs []string
+	for _, d := range closureOf(b.n) {
+		p := d.Prefix(b.e.Store)
+		for _, sub := range []string{"lib/pkgconfig", "share/pkgconfig"} {
+			if st, err := os.Stat(filepath.Join(p, sub)); err == nil && st.IsDir() {
+				dirs = append(dirs, filepath.Join(p, sub))
+			}
+		}
+	}
+	return strings.Join(dirs, ":")
 }
 
 func (b *nodeBuild) goBuild(ctx context.Context, g *recipe.GoBuild) error {

@@ -186,7 +186,7 @@ func TestBuildCMakeFixtureFromHTTP(t *testing.T) {
 
 	// install lays the closure into one prefix.
 	prefix := filepath.Join(t.TempDir(), "install")
-	if err := Install(context.Background(), f.store, p3.Closure("app"), prefix); err != nil {
+	if _, err := Install(context.Background(), f.store, p3.Closure("app"), prefix, InstallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []string{"bin/app", "include/greet.h"} {

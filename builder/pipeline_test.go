@@ -102,8 +102,8 @@ func TestBuildPullsAndPushesThroughTheCache(t *testing.T) {
 		t.Errorf("planning asked the cache without saying so:\n%s", out.String())
 	}
 	for _, n := range res.Plan.Nodes {
-		if root, ok, err := cache.Lookup(ctx, n.Hash); err != nil || !ok || root != f.store.Root {
-			t.Errorf("%s in the cache: %v, %q, %v", n.Name, ok, root, err)
+		if root, relocatable, ok, err := cache.Lookup(ctx, n.Hash); err != nil || !ok || root != f.store.Root || !relocatable {
+			t.Errorf("%s in the cache: %v, %q, relocatable %v, %v", n.Name, ok, root, relocatable, err)
 		}
 	}
 

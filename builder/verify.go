@@ -94,7 +94,7 @@ func short(s string) string {
 // InstallIfChanged installs nodes into prefix unless the prefix already
 // holds exactly these trees (recorded in the store), so a no-op `all` does
 // not copy anything.
-func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefix string) error {
+func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefix string, opts InstallOptions) error {
 	abs, err := filepath.Abs(prefix)
 	if err != nil {
 		return err
@@ -109,11 +109,11 @@ func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefi
 	stamp := filepath.Join(st.Root, "installs", hex.EncodeToString(sum[:8])+".json")
 	want, _ := json.Marshal(map[string]any{"prefix": abs, "trees": hashes})
 	if have, err := os.ReadFile(stamp); err == nil && string(have) == string(want) {
-		if _, err := os.Stat(abs); err == nil {
+		if _, err := os.Stat(filepath.Join(abs, InstallRecord)); err == nil {
 			return nil
 		}
 	}
-	if err := Install(ctx, st, nodes, abs); err != nil {
+	if _, err := Install(ctx, st, nodes, abs, opts); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {

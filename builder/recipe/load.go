@@ -173,10 +173,10 @@ func (r *Recipe) check(d *doc) ErrorList {
 		errs = append(errs, checkOption(d, "options."+name, r.Options[name])...)
 	}
 	switch sys := r.Build.System(); {
-	case sys == "" && r.Build.CMake == nil && r.Build.Make == nil && r.Build.Go == nil && r.Build.Script == nil:
-		add("build", "build needs exactly one of cmake, make, go or script")
+	case sys == "" && r.Build.CMake == nil && r.Build.Make == nil && r.Build.Go == nil && r.Build.Script == nil && r.Build.Meson == nil:
+		add("build", "build needs exactly one of cmake, make, meson, go or script")
 	case sys == "":
-		add("build", "build sets several build systems; exactly one of cmake, make, go or script is allowed")
+		add("build", "build sets several build systems; exactly one of cmake, make, meson, go or script is allowed")
 	case sys == "go" && len(r.Build.Go.Packages) == 0:
 		add("build.go", "go build needs at least one entry in packages")
 	case sys == "script" && len(r.Build.Script.Steps) == 0:
@@ -294,6 +294,20 @@ func (r *Recipe) templates() []template {
 		}
 		for i, s := range b.Make.Args {
 			out = append(out, template{fmt.Sprintf("build.make.args[%d]", i), s})
+		}
+		for i, s := range b.Make.Targets {
+			out = append(out, template{fmt.Sprintf("build.make.targets[%d]", i), s})
+		}
+	}
+	if b.Meson != nil {
+		for _, k := range sortedKeys(b.Meson.Options) {
+			out = append(out, template{"build.meson.options." + k, b.Meson.Options[k]})
+		}
+		for i, s := range b.Meson.Args {
+			out = append(out, template{fmt.Sprintf("build.meson.args[%d]", i), s})
+		}
+		for i, s := range b.Meson.Targets {
+			out = append(out, template{fmt.Sprintf("build.meson.targets[%d]", i), s})
 		}
 	}
 	if b.Go != nil {

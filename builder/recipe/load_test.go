@@ -23,7 +23,7 @@ func TestBadRecipes(t *testing.T) {
 		"foreignfield.yaml": `testdata/bad/foreignfield.yaml:6:15: versions[0].source.sha256: field sha256 does not apply to a local source`,
 		"gitnocommit.yaml":  `testdata/bad/gitnocommit.yaml:5:12: versions[0].source.git: a git source needs commit (the full hash the tag must resolve to)`,
 		"namemismatch.yaml": `testdata/bad/namemismatch.yaml:1:7: name: name "something-else" does not match the file name "namemismatch.yaml"`,
-		"nobuild.yaml":      `testdata/bad/nobuild.yaml:1:1: build: build needs exactly one of cmake, make, go or script`,
+		"nobuild.yaml":      `testdata/bad/nobuild.yaml:1:1: build: build needs exactly one of cmake, make, meson, go or script`,
 		"nosha.yaml":        `testdata/bad/nosha.yaml:5:12: versions[0].source.url: a url source needs sha256`,
 		"twodefaults.yaml":  `testdata/bad/twodefaults.yaml:7:14: versions[1].default: more than one version is marked default`,
 		"twokinds.yaml":     `testdata/bad/twokinds.yaml:5:10: versions[0].source: source sets several kinds; exactly one of url, git, apt or local is allowed`,

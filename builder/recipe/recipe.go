@@ -184,6 +184,7 @@ type Build struct {
 	Make   *MakeBuild   `yaml:"make" json:"make,omitempty"`
 	Go     *GoBuild     `yaml:"go" json:"go,omitempty"`
 	Script *ScriptBuild `yaml:"script" json:"script,omitempty"`
+	Meson  *MesonBuild  `yaml:"meson" json:"meson,omitempty"`
 }
 
 // System names the build system set, or "" when none or several are.
@@ -200,6 +201,9 @@ func (b *Build) System() string {
 	}
 	if b.Script != nil {
 		set = append(set, "script")
+	}
+	if b.Meson != nil {
+		set = append(set, "meson")
 	}
 	if len(set) != 1 {
 		return ""
@@ -250,6 +254,24 @@ type MakeBuild struct {
 	Targets   []string `yaml:"targets" json:"targets,omitempty"`
 	Args      []string `yaml:"args" json:"args,omitempty"`
 	Install   []string `yaml:"install" json:"install,omitempty" jsonschema:"description=install targets (default: install)"`
+}
+
+// MesonBuild configures with `meson setup`, builds with `meson compile`
+// and installs with `meson install`.
+type MesonBuild struct {
+	// SourceDir is the directory of the top meson.build, relative to the
+	// extracted source.
+	SourceDir string `yaml:"source_dir" json:"source_dir,omitempty"`
+	// BuildType is meson's --buildtype; the default "plain" leaves the
+	// optimization to the toolchain's flags (-O2 -g), as distributions do.
+	BuildType string `yaml:"build_type" json:"build_type,omitempty"`
+	// Options become -DKEY=VALUE (a bool option renders as true/false, a
+	// list option as a comma-separated array).
+	Options map[string]string `yaml:"options" json:"options,omitempty"`
+	// Args are further arguments of `meson setup`.
+	Args []string `yaml:"args" json:"args,omitempty"`
+	// Targets limits `meson compile` to these targets (default: all).
+	Targets []string `yaml:"targets" json:"targets,omitempty"`
 }
 
 // GoBuild compiles Go main packages into ${prefix}/bin.

@@ -129,6 +129,15 @@ func Expand(s string, value func(name string) (string, bool)) string {
 	})
 }
 
+// SoleRef reports whether s is exactly one ${...} reference, and its name.
+func SoleRef(s string) (string, bool) {
+	m := refRE.FindStringSubmatch(s)
+	if m == nil || m[0] != s {
+		return "", false
+	}
+	return m[1], true
+}
+
 // DefaultConfig is the configuration used when a project has no
 // build.yaml: every setting at its default, relative paths anchored at dir.
 func DefaultConfig(dir string) *Config {

@@ -21,13 +21,14 @@ type Cache struct {
 func (c *Cache) String() string { return c.Ref }
 
 // Lookup asks for the manifest of REPO:<hash> (one GET of a small
-// document) and reports the store root the tree was built for.
-func (c *Cache) Lookup(ctx context.Context, hash string) (string, bool, error) {
+// document) and reports the store root the tree was built for and whether
+// it is relocatable.
+func (c *Cache) Lookup(ctx context.Context, hash string) (string, bool, bool, error) {
 	ann, err := Lookup(ctx, c.Ref, hash, c.Options)
 	if err != nil || ann == nil {
-		return "", false, err
+		return "", false, false, err
 	}
-	return ann[StoreRootAnnotation], true, nil
+	return ann[StoreRootAnnotation], ann[RelocatableAnnotation] == "true", true, nil
 }
 
 // Pull downloads and verifies the tree of hash into dir; see Pull.

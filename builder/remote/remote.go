@@ -202,6 +202,9 @@ func Push(ctx context.Context, ref, nodeDir string, opts Options) (*Pushed, erro
 			StoreRootAnnotation:                storeRoot(nodeDir),
 		},
 	}
+	if m.StoreRoot != "" {
+		man.Annotations[RelocatableAnnotation] = "true"
+	}
 	raw, err := json.Marshal(man)
 	if err != nil {
 		return nil, err
@@ -217,6 +220,12 @@ func Push(ctx context.Context, ref, nodeDir string, opts Options) (*Pushed, erro
 // hold their own absolute prefix (rpaths, CMake config files), which lies
 // inside the store, so a tree is only usable by stores at the same root.
 const StoreRootAnnotation = "dev.tritonbuild.store.root"
+
+// RelocatableAnnotation is "true" on trees whose manifest records the
+// files that name the store root (see builder.RelocateStoreTree): such a
+// tree is usable by a store at any root. Trees without it predate
+// relocation and only serve stores at their own root.
+const RelocatableAnnotation = "dev.tritonbuild.tree.relocatable"
 
 // storeRoot is the store that holds nodeDir (ROOT/nodes/NODE).
 func storeRoot(nodeDir string) string {
@@ -486,7 +495,7 @@ func (e *MismatchError) Error() string {
 // the same paths, types, permission bits, sizes, sha256 sums and link
 // targets, and the same tree digest.
 func Verify(root string, m *store.Manifest) error {
-	got, err := store.BuildManifest(root)
+	got, err := store.BuildManifestFor(root, m.StoreRoot)
 	if err != nil {
 		return err
 	}

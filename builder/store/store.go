@@ -1,16 +1,20 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/internal/atomicfile"
@@ -134,11 +138,25 @@ func (s *Store) Commit(k Key, staging string, m *Manifest) error {
 		return fmt.Errorf("committing %s: %w", k.Name, err)
 	}
 	dst := s.NodeDir(k)
-	if err := os.Rename(staging, dst); err != nil {
+	if err := replaceDir(staging, dst); err != nil {
 		return fmt.Errorf("committing %s into the store: %w", k.Name, err)
 	}
 	atomicfile.SyncDir(filepath.Dir(dst))
 	return nil
+}
+
+// replaceDir moves dir src to dst. When dst exists (a forced rebuild), the
+// two are exchanged in one atomic rename, so readers of dst see the old
+// tree or the new one and never a gap; the old one, now at src, is removed.
+func replaceDir(src, dst string) error {
+	err := os.Rename(src, dst)
+	if err == nil || !(errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY)) {
+		return err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE); err != nil {
+		return &os.LinkError{Op: "exchange", Old: src, New: dst, Err: err}
+	}
+	return os.RemoveAll(src)
 }
 
 // Manifest returns the committed node's manifest.
@@ -169,8 +187,23 @@ type NodeMeta struct {
 // Manifest lists every entry of an install tree and the tree's digest.
 type Manifest struct {
 	NodeMeta
-	Digest string      `json:"digest"`
-	Files  []FileEntry `json:"files"`
+	// StoreRoot is the store root the tree's Prefix files name; empty in
+	// manifests written before trees were relocatable.
+	StoreRoot string      `json:"store_root,omitempty"`
+	Digest    string      `json:"digest"`
+	Files     []FileEntry `json:"files"`
+}
+
+// FileCount counts the regular files and symlinks of the tree (not its
+// directories).
+func (m *Manifest) FileCount() int {
+	c := 0
+	for _, f := range m.Files {
+		if !f.Mode.IsDir() {
+			c++
+		}
+	}
+	return c
 }
 
 // FileEntry is one path of a tree. Mode keeps the type bits and the
@@ -181,13 +214,26 @@ type FileEntry struct {
 	Size   int64       `json:"size,omitempty"`
 	SHA256 string      `json:"sha256,omitempty"`
 	Link   string      `json:"link,omitempty"`
+	// Prefix marks a text file that names the store root: Size and SHA256
+	// are those of its content with the root replaced by
+	// StorePlaceholder, and install, verify and pulls rewrite it.
+	Prefix bool `json:"prefix,omitempty"`
+	// EmbedsStore marks a binary that names the store root: it is not
+	// relocatable.
+	EmbedsStore bool `json:"embeds_store,omitempty"`
 }
 
 // BuildManifest walks a tree and hashes every file. The digest covers
 // paths, types, permission bits, sizes, contents and link targets, but not
 // owners or times, so identical builds in different places agree.
-func BuildManifest(root string) (*Manifest, error) {
-	m := &Manifest{}
+func BuildManifest(root string) (*Manifest, error) { return BuildManifestFor(root, "") }
+
+// BuildManifestFor is BuildManifest for a tree in the store at storeRoot:
+// text files naming that root are marked Prefix and hashed with the root
+// replaced by StorePlaceholder, binaries naming it are marked EmbedsStore,
+// so the digest is the same whatever the root.
+func BuildManifestFor(root, storeRoot string) (*Manifest, error) {
+	m := &Manifest{StoreRoot: storeRoot}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -208,7 +254,11 @@ func BuildManifest(root string) (*Manifest, error) {
 			}
 		case info.Mode().IsRegular():
 			e.Size = info.Size()
-			if e.SHA256, err = fileSHA256(p); err != nil {
+			if storeRoot != "" {
+				if err := hashForStore(p, storeRoot, &e); err != nil {
+					return err
+				}
+			} else if e.SHA256, err = FileSHA256(p); err != nil {
 				return err
 			}
 		case info.IsDir():
@@ -231,7 +281,29 @@ func BuildManifest(root string) (*Manifest, error) {
 	return m, nil
 }
 
-func fileSHA256(p string) (string, error) {
+// hashForStore fills e's digest, normalizing a text file that names the
+// store at storeRoot.
+func hashForStore(p, storeRoot string, e *FileEntry) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(data, []byte(storeRoot+"/")) {
+		if IsBinary(data) {
+			e.EmbedsStore = true
+		} else {
+			e.Prefix = true
+			data = normalizeStore(data, storeRoot)
+			e.Size = int64(len(data))
+		}
+	}
+	sum := sha256.Sum256(data)
+	e.SHA256 = hex.EncodeToString(sum[:])
+	return nil
+}
+
+// FileSHA256 is the hex sha256 of the file at p.
+func FileSHA256(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err

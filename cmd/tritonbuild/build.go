@@ -146,6 +146,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 
 func newInstallCmd(g *globals) *cobra.Command {
 	var prefix string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "install [NAME...]",
 		Short: "Lay the closure of NAMEs (default: the targets) into one prefix",
@@ -169,14 +170,27 @@ func newInstallCmd(g *globals) *cobra.Command {
 			if prefix == "" {
 				return fmt.Errorf("no --prefix given and build.yaml sets no prefix")
 			}
-			if err := builder.Install(ctxOf(cmd), p.Store, plan.Nodes, prefix); err != nil {
+			res, err := builder.Install(ctxOf(cmd), p.Store, plan.Nodes, prefix, builder.InstallOptions{Force: force})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "installed %d trees into %s\n", len(plan.Nodes), prefix)
+			w := cmd.ErrOrStderr()
+			for _, f := range res.Replaced {
+				fmt.Fprintf(w, "replaced %s (it was not ours; --force)\n", f)
+			}
+			for _, f := range res.Kept {
+				fmt.Fprintf(w, "kept %s: a previous install put it there but it was changed since\n", f)
+			}
+			fmt.Fprintf(w, "installed %d trees (%d files) into %s", res.Trees, res.Files, prefix)
+			if res.Removed > 0 {
+				fmt.Fprintf(w, ", removed %d stale file(s) of the previous install", res.Removed)
+			}
+			fmt.Fprintln(w)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "install prefix (default: build.yaml's prefix)")
+	cmd.Flags().BoolVar(&force, "force", false, "install into a non-empty directory that no tritonbuild install made, replacing the files a tree ships (others are kept)")
 	return cmd
 }
 

@@ -131,7 +131,7 @@ func newImageCmd(g *globals) *cobra.Command {
 func newAllCmd(g *globals) *cobra.Command {
 	bf := &buildFlags{}
 	f := &imageFlags{}
-	var noImage bool
+	var noImage, forcePrefix bool
 	cmd := &cobra.Command{
 		Use:   "all",
 		Short: "Build build.yaml's targets, install them into the prefix and assemble the image",
@@ -141,7 +141,7 @@ func newAllCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if p.Settings.Prefix != "" {
-				if err := builder.InstallIfChanged(ctxOf(cmd), p.Store, plan.Nodes, p.Config.Abs(p.Settings.Prefix)); err != nil {
+				if err := builder.InstallIfChanged(ctxOf(cmd), p.Store, plan.Nodes, p.Config.Abs(p.Settings.Prefix), builder.InstallOptions{Force: forcePrefix}); err != nil {
 					return err
 				}
 			}
@@ -154,6 +154,7 @@ func newAllCmd(g *globals) *cobra.Command {
 	bf.register(cmd)
 	f.register(cmd)
 	cmd.Flags().BoolVar(&noImage, "no-image", false, "skip the image")
+	cmd.Flags().BoolVar(&forcePrefix, "force-prefix", false, "install into a non-empty prefix that no tritonbuild install made (its other files are kept)")
 	return cmd
 }
 
