@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/invopop/jsonschema"
 	"github.com/spf13/cobra"
 
 	"github.com/tritonbuild/tritonbuild/builder"
@@ -225,12 +224,7 @@ func newSchemaCmd() *cobra.Command {
 		Use:   "schema",
 		Short: "Print the JSON Schema of recipe files, generated from the Go types",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := &jsonschema.Reflector{FieldNameTag: "yaml", RequiredFromJSONSchemaTags: true, AllowAdditionalProperties: false}
-			s := r.Reflect(&recipe.Recipe{})
-			// The id names the schema, not the Go package it is generated
-			// from: keep it stable for editors that cache it.
-			s.ID = "https://github.com/tritonbuild/tritonbuild/builder/recipe"
-			s.Title = "tritonbuild recipe"
+			s := recipe.Schema()
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(s)

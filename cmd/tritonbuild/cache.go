@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tritonbuild/tritonbuild/builder"
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
@@ -53,9 +55,32 @@ func addCacheCommands(root *cobra.Command, g *globals) {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "pulled %d tree(s) from %s\n", n, args[0])
+			w := cmd.ErrOrStderr()
+			fmt.Fprintf(w, "pulled %d tree(s) from %s\n", n, args[0])
+			// Say why each other node was not pulled: the usual surprise
+			// is a cache that holds nothing for this plan.
+			for _, n := range plan.Nodes {
+				if n.Status != builder.StatusCached || !strings.HasPrefix(n.Reason, "pulled from ") {
+					fmt.Fprintf(w, "  %s %s: not pulled: %s\n", n.Name, n.Version, notPulledReason(n))
+				}
+			}
 			return nil
 		},
 	})
 	root.AddCommand(cache)
+}
+
+// notPulledReason says why `cache pull` left a node alone.
+func notPulledReason(n *builder.Node) string {
+	switch {
+	case n.Status == builder.StatusExternal:
+		return "external (" + n.External + ")"
+	case n.Status == builder.StatusCached:
+		return "already in the store"
+	case n.Reason == "forced":
+		return "forced to rebuild"
+	case n.Reason != "":
+		return n.Reason
+	}
+	return string(n.Status)
 }

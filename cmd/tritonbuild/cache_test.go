@@ -94,3 +94,31 @@ func TestPlanAsksTheCacheOnlyWhenConfigured(t *testing.T) {
 		t.Errorf("plan output does not say the cache lacks the node:\n%s", out)
 	}
 }
+
+// `cache pull` says why it pulled nothing, and a store at another root
+// takes the trees another root pushed (defect 8).
+func TestCachePullExplainsAndRelocates(t *testing.T) {
+	imagestest.NeedTools(t, "docker-registry")
+	reg := imagestest.StartRegistry(t)
+	proj, _, release := slowProject(t)
+	os.WriteFile(release, nil, 0o644)
+	ref := reg.Ref("team/relocated")
+	if _, stderr, err := run(t, proj, "build", "slow"); err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := run(t, proj, "cache", "push", "--insecure", ref); err != nil {
+		t.Fatalf("push: %v\n%s", err, stderr)
+	}
+	_, stderr, err := run(t, proj, "cache", "pull", "--insecure", ref)
+	if err != nil || !strings.Contains(stderr, "pulled 0 tree(s)") || !strings.Contains(stderr, "slow 1: not pulled: already in the store") {
+		t.Fatalf("pull into the store that has it: %v\n%s", err, stderr)
+	}
+	other := filepath.Join(t.TempDir(), "another-root")
+	_, stderr, err = run(t, proj, "cache", "pull", "--insecure", "--store", other, ref)
+	if err != nil || !strings.Contains(stderr, "pulled 1 tree(s)") {
+		t.Fatalf("pull into a store at another root: %v\n%s", err, stderr)
+	}
+	if n := nodesIn(t, other); len(n) != 1 {
+		t.Fatalf("other store after pull: %v", n)
+	}
+}
