@@ -58,6 +58,9 @@ func FetchApt(ctx context.Context, spec AptSpec, cache Cache, opts Options) (str
 		return "", fmt.Errorf("apt source %s: file %q must be a plain file name", id, spec.File)
 	}
 	if cache.Has(sha) {
+		if err := checkAptVersion(ctx, spec, cache, opts); err != nil {
+			return "", err
+		}
 		return cache.Path(sha), nil
 	}
 	unlock, err := cache.Lock(ctx, sha)
@@ -217,6 +220,14 @@ func (a *aptEnv) update(ctx context.Context) error {
 // to the log; the error carries the tail of what apt said. The returned
 // string is apt's combined output.
 func (a *aptEnv) run(ctx context.Context, dir string, args ...string) (string, error) {
+	return a.runTool(ctx, a.opts.aptGet(), dir, args...)
+}
+
+// runTool runs apt-get or apt-cache (tool) with the private configuration.
+// What apt says is kept for the error message, not passed through: its
+// warnings (an unsandboxed download, an archive without Sources) are
+// noise when the command succeeds.
+func (a *aptEnv) runTool(ctx context.Context, tool, dir string, args ...string) (string, error) {
 	full := []string{
 		"-o", "Dir::Etc::sourcelist=" + a.sources,
 		"-o", "Dir::Etc::sourceparts=-",
@@ -226,15 +237,15 @@ func (a *aptEnv) run(ctx context.Context, dir string, args ...string) (string, e
 		"-q",
 	}
 	full = append(full, args...)
-	cmd := exec.CommandContext(ctx, a.opts.aptGet(), full...)
+	cmd := exec.CommandContext(ctx, tool, full...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive")
 	var out, stderr bytes.Buffer
-	w := io.MultiWriter(&out, a.opts.log())
-	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &stderr)
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&out, &stderr)
+	name := filepath.Base(tool)
 	if err := cmd.Run(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return "", fmt.Errorf("apt-get not found (%s): %w", a.opts.aptGet(), err)
+			return "", fmt.Errorf("%s not found (%s): %w", name, tool, err)
 		}
 		said := stderr.Bytes()
 		if len(bytes.TrimSpace(said)) == 0 {
@@ -244,7 +255,7 @@ func (a *aptEnv) run(ctx context.Context, dir string, args ...string) (string, e
 		if len(a.warnings) > 0 {
 			note = "\n(apt-get update had said: " + strings.Join(a.warnings, "; ") + ")"
 		}
-		return out.String(), fmt.Errorf("apt-get %s: %w: %s%s", strings.Join(args, " "), err, tail(said, 10), note)
+		return out.String(), fmt.Errorf("%s %s: %w: %s%s", name, strings.Join(args, " "), err, tail(said, 10), note)
 	}
 	return out.String(), nil
 }

@@ -3,6 +3,8 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"errors"
 	"flag"
 	"net"
@@ -145,6 +147,28 @@ exit 2
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// apt-cache showsrc knows hello 2.10-3 (source of the binary package
+	// hello-bin too) with the served files, and one older version.
+	var sums strings.Builder
+	for n, b := range files {
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(&sums, " %x %d %s\n", sum, len(b), n)
+	}
+	showsrc := "Package: hello\nBinary: hello\nVersion: 2.10-3\nChecksums-Sha256:\n" + sums.String() +
+		"\nPackage: hello\nVersion: 2.9-1\nChecksums-Sha256:\n 0000000000000000000000000000000000000000000000000000000000000000 10 hello_2.9.orig.tar.gz\n"
+	os.WriteFile(filepath.Join(dir, "showsrc.txt"), []byte(showsrc), 0o644)
+	cacheScript := `#!/bin/sh
+echo "$*" >> '` + log + `.apt-cache'
+for a; do last=$a; done
+case "$last" in
+hello|hello-bin) cat '` + filepath.Join(dir, "showsrc.txt") + `' ;;
+*) echo "W: Unable to locate package $last" >&2 ;;
+esac
+exit 0
+`
+	if err := os.WriteFile(filepath.Join(dir, "apt-cache"), []byte(cacheScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return Options{AptGet: bin, AptEtc: "testdata/apt/etc", Log: newTestLog(t)}, log
 }
 
@@ -205,12 +229,21 @@ func TestFetchAptPrivateConfiguration(t *testing.T) {
 	if calls = aptCalls(t, log); len(calls) != 3 || strings.HasSuffix(calls[2], " update") {
 		t.Fatalf("second fetch ran apt-get update again:\n%s", strings.Join(calls, "\n"))
 	}
-	// Cached: apt is not run at all.
+	// Cached: nothing is downloaded, but the version is checked against
+	// the lists (defect 9: a warm cache hid a wrong apt_version).
 	if _, err := FetchApt(ctx, AptSpec{Package: "hello", Version: "2.10-3", File: "hello_2.10.orig.tar.gz", SHA256: origSHA}, c, opts); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(aptCalls(t, log)); n != 3 {
 		t.Fatalf("a cached fetch ran apt-get (%d calls)", n)
+	}
+	if calls := aptCalls(t, log+".apt-cache"); len(calls) != 1 || !strings.HasSuffix(calls[0], " showsrc hello") {
+		t.Fatalf("a cached fetch did not check the version: apt-cache calls %q", calls)
+	}
+	_, err = FetchApt(ctx, AptSpec{Package: "hello", Version: "2.10-4", File: "hello_2.10.orig.tar.gz", SHA256: origSHA}, c, opts)
+	var ve *AptVersionError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "no version 2.10-4 (they have: 2.10-3, 2.9-1)") {
+		t.Fatalf("a cached file under a wrong apt_version: %v", err)
 	}
 	if left, _ := os.ReadDir(filepath.Join(c.Dir, "tmp")); len(left) != 0 {
 		t.Errorf("tmp/ holds %d entries", len(left))
@@ -415,5 +448,31 @@ func TestAptFetchRealLLVM(t *testing.T) {
 	opts.AptGet = "/nonexistent/apt-get"
 	if p2, err := FetchApt(ctx, spec, c, opts); err != nil || p2 != p {
 		t.Fatalf("cached fetch: %s, %v", p2, err)
+	}
+}
+
+// `tritonbuild source apt` finds a package by source or binary name and
+// picks the newest version, or the one asked for, with its tarball.
+func TestShowAptSource(t *testing.T) {
+	orig, origSHA := testBlob(30_000)
+	opts, _ := scriptedApt(t, map[string][]byte{"hello_2.10.orig.tar.gz": orig, "hello_2.10-3.debian.tar.xz": []byte("d"), "hello_2.10-3.dsc": []byte("dsc")})
+	c := Cache{Dir: t.TempDir()}
+	ctx := context.Background()
+	got, err := ShowAptSource(ctx, "hello-bin", "", c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := AptSource{Package: "hello", Version: "2.10-3", File: "hello_2.10.orig.tar.gz", SHA256: origSHA, Versions: []string{"2.10-3", "2.9-1"}}
+	if got.Package != want.Package || got.Version != want.Version || got.File != want.File || got.SHA256 != want.SHA256 || strings.Join(got.Versions, " ") != "2.10-3 2.9-1" {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if got, err := ShowAptSource(ctx, "hello", "2.9-1", c, opts); err != nil || got.File != "hello_2.9.orig.tar.gz" {
+		t.Errorf("hello=2.9-1: %+v %v", got, err)
+	}
+	if _, err := ShowAptSource(ctx, "hello", "3.0-1", c, opts); err == nil || !strings.Contains(err.Error(), "they have: 2.10-3, 2.9-1") {
+		t.Errorf("hello=3.0-1: %v", err)
+	}
+	if _, err := ShowAptSource(ctx, "nosuch", "", c, opts); err == nil || !strings.Contains(err.Error(), "no source package") {
+		t.Errorf("nosuch: %v", err)
 	}
 }

@@ -146,6 +146,23 @@ func (p paragraph) write(w io.Writer) {
 
 // parseDeb822 reads the paragraphs of a *.sources file.
 func parseDeb822(r io.Reader, name string) ([]paragraph, error) {
+	out, err := readDeb822(r, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range out {
+		for _, req := range []string{"Types", "URIs", "Suites"} {
+			if _, ok := p.get(req); !ok {
+				return nil, fmt.Errorf("%s: entry lacks the %s field", p.where, req)
+			}
+		}
+	}
+	return out, nil
+}
+
+// readDeb822 reads deb822 paragraphs (sources files, apt's Sources
+// stanzas) without checking which fields they have.
+func readDeb822(r io.Reader, name string) ([]paragraph, error) {
 	var out []paragraph
 	var cur *paragraph
 	sc := bufio.NewScanner(r)
@@ -184,13 +201,6 @@ func parseDeb822(r io.Reader, name string) ([]paragraph, error) {
 	}
 	if cur != nil {
 		out = append(out, *cur)
-	}
-	for _, p := range out {
-		for _, req := range []string{"Types", "URIs", "Suites"} {
-			if _, ok := p.get(req); !ok {
-				return nil, fmt.Errorf("%s: entry lacks the %s field", p.where, req)
-			}
-		}
 	}
 	return out, nil
 }

@@ -50,6 +50,13 @@ func TestIntegrationOutsideRecipes(t *testing.T) {
 		}
 		return stdout + stderr
 	}
+	// The recipe's source block is what `source apt` prints for it.
+	block := tb("source", "apt", "xz-utils=5.4.1-1+deb12u1")
+	for _, want := range []string{"apt: xz-utils\n", `apt_version: "5.4.1-1+deb12u1"`, "file: xz-utils_5.4.1.orig.tar.xz\n", "sha256: 5d9827aa1875b21c288f78864bb26d2650b436ea8d2cad364e4921eb6266a5a5\n"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("source apt output lacks %q:\n%s", want, block)
+		}
+	}
 	tb("build", "zstd", "fribidi")
 
 	// A prefix this tool did not create is refused, naming what is there.
