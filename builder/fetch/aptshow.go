@@ -229,4 +229,3 @@ func (o Options) aptCache() string {
 	}
 	return "apt-cache"
 }
-
