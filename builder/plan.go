@@ -210,6 +210,9 @@ func (pl *planner) resolve(ctx context.Context, name string, constraint recipe.C
 	}
 	r := pl.set.Get(name)
 	if r == nil {
+		if err := pl.set.Broken(name); err != nil {
+			return nil, fmt.Errorf("recipe %s cannot be used: %w", name, err)
+		}
 		return nil, fmt.Errorf("unknown recipe %q (known: %s)", name, strings.Join(pl.set.Names(), ", "))
 	}
 	ver, err := pl.pickVersion(r, constraint)

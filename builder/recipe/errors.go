@@ -3,6 +3,7 @@ package recipe
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -123,7 +124,33 @@ func cleanYAMLMessage(m string) string {
 	if i := strings.Index(m, "\n"); i >= 0 {
 		m = m[:i]
 	}
+	// The decoder speaks of Go types and struct fields; say what the file
+	// should hold instead.
+	if g := goTypeRE.FindStringSubmatch(m); g != nil {
+		return fmt.Sprintf("expected %s, got %s", yamlKind(g[2]), yamlKind(g[1]))
+	}
 	return m
+}
+
+var goTypeRE = regexp.MustCompile(`cannot unmarshal (.+?) into Go (?:struct field \S+|value) of type (\S+)`)
+
+// yamlKind names a Go type by what a YAML file writes for it.
+func yamlKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["):
+		return "a mapping"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	}
+	return "a mapping"
 }
 
 // fieldAt finds the YAML path of the innermost value whose token sits at

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 )
 
@@ -38,10 +39,27 @@ func OSDir(dir string) Dir {
 // Set is a validated, closed set of recipes keyed by name.
 type Set struct {
 	byName map[string]*Recipe
+	// broken holds the user recipes that failed to load (keyed by file
+	// name stem) and those depending on them: one broken file in a
+	// --recipes directory must not stop commands that do not need it.
+	broken map[string]error
 }
 
 // Get returns the named recipe or nil.
 func (s *Set) Get(name string) *Recipe { return s.byName[name] }
+
+// Broken returns why the named recipe could not be loaded, or nil.
+func (s *Set) Broken(name string) error { return s.broken[name] }
+
+// BrokenNames lists the recipes that could not be loaded, sorted.
+func (s *Set) BrokenNames() []string {
+	names := make([]string, 0, len(s.broken))
+	for n := range s.broken {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
 // Names lists the recipe names, sorted.
 func (s *Set) Names() []string {
@@ -58,7 +76,7 @@ func (s *Set) Names() []string {
 // the built-ins). The whole set is validated before it is returned: all
 // problems are reported together, each with file:line:column.
 func Load(dirs ...Dir) (*Set, error) {
-	set := &Set{byName: map[string]*Recipe{}}
+	set := &Set{byName: map[string]*Recipe{}, broken: map[string]error{}}
 	var errs ErrorList
 	for _, d := range dirs {
 		entries, err := fs.ReadDir(d.FS, ".")
@@ -75,19 +93,47 @@ func Load(dirs ...Dir) (*Set, error) {
 			}
 			r, err := Parse(path.Join(d.Label, e.Name()), data)
 			if err != nil {
-				errs = append(errs, err)
+				if d.Builtin {
+					errs = append(errs, err)
+					continue
+				}
+				// A user recipe: set aside, and it hides a built-in of
+				// the same name rather than letting the built-in stand in.
+				stem := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".yaml"), ".yml")
+				set.broken[stem] = err
+				delete(set.byName, stem)
 				continue
 			}
+			delete(set.broken, r.Name)
 			r.baseDir = d.BaseDir
 			r.builtin = d.Builtin
 			set.byName[r.Name] = r
 		}
 	}
+	set.dropDependentsOfBroken()
 	errs = append(errs, set.validate()...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return set, nil
+}
+
+// dropDependentsOfBroken sets aside, transitively, the recipes that depend
+// on (or compile with) a broken one.
+func (s *Set) dropDependentsOfBroken() {
+	for changed := true; changed; {
+		changed = false
+		for _, name := range s.Names() {
+			for _, dep := range s.byName[name].edges() {
+				if err := s.broken[dep]; err != nil {
+					s.broken[name] = fmt.Errorf("%s: needs recipe %s, which is broken: %w", s.byName[name].file, dep, err)
+					delete(s.byName, name)
+					changed = true
+					break
+				}
+			}
+		}
+	}
 }
 
 // Parse decodes one recipe strictly (unknown keys and wrong types are
@@ -106,7 +152,9 @@ func Parse(file string, data []byte) (*Recipe, error) {
 	}
 	r.file, r.src, r.ast = file, data, f
 	d := &doc{file: file, ast: f}
-	if errs := r.check(d); len(errs) > 0 {
+	errs := r.check(d)
+	errs = append(errs, unquotedVersions(d, f)...)
+	if len(errs) > 0 {
 		return nil, errs
 	}
 	return &r, nil
@@ -118,6 +166,47 @@ var (
 	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 	refRE    = regexp.MustCompile(`\$\{([a-zA-Z_][a-zA-Z0-9_.-]*)\}`)
 )
+
+// unquotedVersions refuses versions written as YAML numbers: `1.10`
+// would silently become "1.1".
+func unquotedVersions(d *doc, f *ast.File) ErrorList {
+	var errs ErrorList
+	check := func(n ast.Node, field string) {
+		switch n.(type) {
+		case *ast.FloatNode, *ast.IntegerNode:
+			tok := n.GetToken()
+			errs = append(errs, &PosError{File: d.file, Line: tok.Position.Line, Column: tok.Position.Column, Field: field,
+				Msg: fmt.Sprintf("version %s is a number to YAML; quote it (%q) so that it stays as written", tok.Value, tok.Value)})
+		}
+	}
+	for _, mv := range mappingValues(f.Docs[0].Body) {
+		key := mv.Key.GetToken().Value
+		seq, ok := mv.Value.(*ast.SequenceNode)
+		if !ok || (key != "versions" && key != "depends") {
+			continue
+		}
+		for i, e := range seq.Values {
+			for _, kv := range mappingValues(e) {
+				if kv.Key.GetToken().Value == "version" {
+					check(kv.Value, fmt.Sprintf("%s[%d].version", key, i))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// mappingValues returns the key-value pairs of a mapping node (a mapping
+// of one key is a bare MappingValueNode).
+func mappingValues(n ast.Node) []*ast.MappingValueNode {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}
+	}
+	return nil
+}
 
 // check validates one recipe in isolation.
 func (r *Recipe) check(d *doc) ErrorList {

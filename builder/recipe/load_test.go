@@ -29,6 +29,8 @@ func TestBadRecipes(t *testing.T) {
 		"twokinds.yaml":     `testdata/bad/twokinds.yaml:5:10: versions[0].source: source sets several kinds; exactly one of url, git, apt or local is allowed`,
 		"unknownkey.yaml":   `testdata/bad/unknownkey.yaml:9:5: build.cmake.generatr: unknown field "generatr"`,
 		"wrongtype.yaml":    `testdata/bad/wrongtype.yaml:12:12: build.script.steps: string was used where sequence is expected`,
+		"unquotedversion.yaml": `testdata/bad/unquotedversion.yaml:3:14: versions[0].version: version 1.10 is a number to YAML; quote it ("1.10") so that it stays as written`,
+		"epochtype.yaml":       `testdata/bad/epochtype.yaml:4:12: versions[0].epoch: expected a whole number, got a string`,
 	}
 	files, err := filepath.Glob("testdata/bad/*.yaml")
 	if err != nil {
@@ -187,5 +189,34 @@ func TestLocalSourceSelection(t *testing.T) {
 		if got := s.Excluded(rel); got != want {
 			t.Errorf("exclude only: Excluded(%q) = %v, want %v", rel, got, want)
 		}
+	}
+}
+
+// Defect 10: one broken recipe in a user directory does not break loading;
+// it and what depends on it are set aside with their errors.
+func TestBrokenUserRecipeIsSetAside(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"ok.yaml":     "name: ok\nversions:\n  - version: \"1\"\n    source: {local: .}\nbuild:\n  make: {}\n",
+		"broken.yaml": "name: broken\nversions: \"1.0\"\nbuild:\n  make: {}\n",
+		"user.yaml":   "name: user\nversions:\n  - version: \"1\"\n    source: {local: .}\ndepends: [{name: broken}]\nbuild:\n  make: {}\n",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := Load(OSDir(dir))
+	if err != nil {
+		t.Fatalf("one broken recipe failed the whole load: %v", err)
+	}
+	if set.Get("ok") == nil {
+		t.Error("the good recipe is missing")
+	}
+	if got := strings.Join(set.BrokenNames(), " "); got != "broken user" {
+		t.Errorf("broken: %q", got)
+	}
+	if err := set.Broken("user"); err == nil || !strings.Contains(err.Error(), "needs recipe broken") || !strings.Contains(err.Error(), "broken.yaml:2:11") {
+		t.Errorf("user's error: %v", err)
 	}
 }

@@ -97,7 +97,7 @@ func TestSchemaAcceptsEveryRecipe(t *testing.T) {
 // catches it.)
 func TestSchemaRejectsBadRecipes(t *testing.T) {
 	s := compiledSchema(t)
-	for _, f := range []string{"nosha", "twokinds", "nobuild", "unknownkey", "badsize", "badsha", "gitnocommit", "foreignfield", "badgenerator"} {
+	for _, f := range []string{"nosha", "twokinds", "nobuild", "unknownkey", "badsize", "badsha", "gitnocommit", "foreignfield", "badgenerator", "unquotedversion", "epochtype"} {
 		if err := validateRecipe(t, s, "testdata/bad/"+f+".yaml"); err == nil {
 			t.Errorf("%s.yaml: accepted by the schema", f)
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,8 @@ type globals struct {
 	probed *toolchain.Host
 	// drawing draws the engine's progress for the running command.
 	drawing *progress
+	// stderr receives warnings (skipped recipes); set when a command runs.
+	stderr io.Writer
 }
 
 func (g *globals) host(cmd *cobra.Command) (*toolchain.Host, error) {
@@ -50,6 +54,9 @@ builds and installs each node into a store of immutable install trees, and
 assembles OCI images from them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			g.stderr = cmd.ErrOrStderr()
+		},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.config, "config", "c", "", "project config (default: the nearest build.yaml)")
@@ -97,7 +104,7 @@ func (g *globals) open() (*builder.Project, error) {
 		}
 		cfg = recipe.FindConfig(wd)
 	}
-	return builder.OpenProject(builder.ProjectOptions{
+	p, err := builder.OpenProject(builder.ProjectOptions{
 		ConfigFile:     cfg,
 		ConfigExplicit: explicit,
 		Profile:        g.profile,
@@ -109,6 +116,16 @@ func (g *globals) open() (*builder.Project, error) {
 		ProjectDirHint: tritonbuild.Checkout(),
 		BuiltinSources: tritonbuild.Embedded(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	// A broken user recipe stops only the commands that need it.
+	if g.stderr != nil {
+		for _, name := range p.Recipes.BrokenNames() {
+			fmt.Fprintf(g.stderr, "warning: skipping recipe %s: %v\n", name, p.Recipes.Broken(name))
+		}
+	}
+	return p, nil
 }
 
 // openPlan opens the project and plans targets (default: build.yaml's),
