@@ -77,7 +77,10 @@ type runStats struct{ built, pulled, pushed int }
 type StepUpdate struct {
 	Label           string
 	Complete, Total int
-	Done            bool
+	// Lines counts the output lines of a step that prints no counts
+	// (make, scripts), so that it can be shown to run.
+	Lines int
+	Done  bool
 }
 
 // LauncherFactory prepares the memory-aware launcher for one node's build.
@@ -191,12 +194,21 @@ type nodeBuild struct {
 	logged  map[string]bool
 }
 
-func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) error {
-	unlock, err := e.Store.Lock(ctx, n.Key())
+func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err error) {
+	unlock, err := e.Store.LockNotify(ctx, n.Key(), func() {
+		e.printf("==> %s %s: waiting for another tritonbuild process, which holds its store lock (%s)\n", n.Name, n.Version, filepath.Join(e.Store.Root, "locks"))
+	})
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	// A failed attempt leaves no staging dir behind (its work dir stays,
+	// so that the next attempt resumes; `tritonbuild gc` removes those).
+	defer func() {
+		if err != nil {
+			os.RemoveAll(e.Store.StagingDir(n.Key()))
+		}
+	}()
 	partial := e.partial()
 	// A pull needs no build step, so a partial build takes it too.
 	if e.Store.Has(n.Key()) && !n.Forced && (!partial || n.Status == StatusRemote) {
@@ -943,12 +955,24 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 		defer wg.Done()
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		lines, counted := 0, false
+		var lastTick time.Time
 		for sc.Scan() {
 			line := sc.Text()
 			logf.WriteString(line + "\n")
 			tail.add(line)
+			lines++
 			if prog != nil {
-				if m := progressRE.FindStringSubmatch(line); m != nil {
+				m := progressRE.FindStringSubmatch(line)
+				// Steps without counts report their output now and then:
+				// often enough to show they run, rarely enough to cost
+				// nothing.
+				if m == nil && !counted && (lines == 1 || time.Since(lastTick) >= time.Second) {
+					lastTick = time.Now()
+					prog <- StepUpdate{Label: label, Total: -1, Lines: lines}
+				}
+				if m != nil {
+					counted = true
 					if m[1] != "" {
 						d, _ := strconv.Atoi(m[1])
 						t, _ := strconv.Atoi(m[2])

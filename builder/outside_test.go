@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
@@ -293,5 +295,101 @@ func TestInstallKeepsForeignFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(prefix, "share", "args.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+// Defect 10: make and script steps, which print no [N/M] counts, still
+// report that they run: their output lines.
+func TestScriptStepsReportProgress(t *testing.T) {
+	m := newMiniProject(t, map[string]string{
+		"recipes/talk.yaml": "name: talk\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: talk\n        run: for i in 1 2 3; do echo line $i; done\n",
+		"src/x":             "x\n",
+	})
+	m.targets = []string{"talk"}
+	p := m.plan(m.store)
+	ch := make(chan StepUpdate)
+	var got []StepUpdate
+	done := make(chan struct{})
+	go func() {
+		for u := range ch {
+			got = append(got, u)
+		}
+		close(done)
+	}()
+	ex := &Executor{Store: m.store, Jobs: 1, Progress: ch}
+	err := ex.Run(context.Background(), p, p.Nodes)
+	close(ch)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, u := range got {
+		if u.Label == "talk talk" && u.Lines > 0 {
+			lines = u.Lines
+		}
+	}
+	if lines == 0 {
+		t.Errorf("no line counts among the updates: %+v", got)
+	}
+}
+
+// Defect 10: a build waiting on another process's store lock says so.
+func TestLockWaitIsReported(t *testing.T) {
+	m := newMiniProject(t, argvProject)
+	m.targets = []string{"argv"}
+	p := m.plan(m.store)
+	unlock, err := m.store.Lock(context.Background(), p.Node("argv").Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		ex := &Executor{Store: m.store, Out: out, Jobs: 1}
+		done <- ex.Run(context.Background(), p, p.Nodes)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "waiting for another tritonbuild process") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no waiting message; output so far:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Defect 10: a failed attempt leaves no staging dir behind.
+func TestFailedBuildLeavesNoStaging(t *testing.T) {
+	m := newMiniProject(t, map[string]string{
+		"recipes/fail.yaml": "name: fail\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: half\n        run: mkdir -p \"$DESTDIR${prefix}/share\" && touch \"$DESTDIR${prefix}/share/half\" && exit 3\n",
+		"src/x":             "x\n",
+	})
+	m.targets = []string{"fail"}
+	if _, _, err := m.build(m.store); err == nil {
+		t.Fatal("the failing step succeeded")
+	}
+	if left, _ := os.ReadDir(filepath.Join(m.store.Root, "staging")); len(left) != 0 {
+		t.Errorf("staging/ keeps %d entries after a failed build", len(left))
 	}
 }

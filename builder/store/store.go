@@ -111,8 +111,27 @@ func (s *Store) Has(k Key) bool {
 // tritonbuild processes building (or pulling) the same node serialise
 // here; the second then finds the node committed.
 func (s *Store) Lock(ctx context.Context, k Key) (func(), error) {
+	return s.LockNotify(ctx, k, nil)
+}
+
+// LockNotify is Lock that calls waiting once when the lock is held by
+// someone else, so that a person learns why nothing happens.
+func (s *Store) LockNotify(ctx context.Context, k Key, waiting func()) (func(), error) {
 	key := k.id()
-	unlock, err := filelock.Lock(ctx, filepath.Join(s.Root, "locks", key+".lock"))
+	path := filepath.Join(s.Root, "locks", key+".lock")
+	if waiting != nil {
+		// One attempt that does not wait: a context that is already done.
+		try, cancel := context.WithCancel(ctx)
+		cancel()
+		unlock, err := filelock.Lock(try, path)
+		if err == nil {
+			return unlock, nil
+		}
+		if ctx.Err() == nil && errors.Is(err, context.Canceled) {
+			waiting()
+		}
+	}
+	unlock, err := filelock.Lock(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("store lock %s: %w", key, err)
 	}

@@ -68,6 +68,8 @@ func (p *progress) draw(fd transferView, sd stepView) {
 			switch {
 			case u.Done:
 				sd.finish()
+			case u.Lines > 0:
+				sd.tick(u.Lines)
 			case u.Total < 0:
 				sd.start(u.Label)
 			default:
@@ -99,6 +101,9 @@ type transferView interface {
 type stepView interface {
 	start(label string)
 	update(done, total int)
+	// tick shows a step without counts (make, scripts) running: the
+	// lines of output it printed so far.
+	tick(lines int)
 	finish()
 }
 
@@ -161,8 +166,10 @@ func (p *transferLines) finish(name string, err error) {
 	}
 	el := p.now().Sub(x.start)
 	got := x.done - x.startDone
+	// A rate needs bytes that arrived while we watched, over a measurable
+	// time: a file apt downloaded, or one that came in one read, has none.
 	rate := ""
-	if el > 0 {
+	if got > 0 && el >= 100*time.Millisecond {
 		rate = fmt.Sprintf(", %s/s", humanBytes(int64(float64(got)/el.Seconds())))
 	}
 	fmt.Fprintf(p.w, "fetched %s: %s in %s%s\n", name, humanBytes(x.done), el.Round(100*time.Millisecond), rate)
@@ -259,6 +266,12 @@ func (p *stepBars) update(done, total int) {
 	p.bar.Set(done)
 }
 
+func (p *stepBars) tick(lines int) {
+	if p.bar != nil && p.bar.GetMax64() < 0 {
+		p.bar.Set(lines)
+	}
+}
+
 func (p *stepBars) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
@@ -300,6 +313,15 @@ func (p *stepLines) update(done, total int) {
 		eta = fmt.Sprintf(", about %s left", (time.Duration(float64(el) / float64(done) * float64(total-done))).Round(time.Second))
 	}
 	fmt.Fprintf(p.w, "    %s: %d/%d (%d%%) after %s%s\n", p.label, done, total, done*100/total, el.Round(time.Second), eta)
+}
+
+func (p *stepLines) tick(lines int) {
+	now := p.clock()
+	if now.Sub(p.last) < p.every {
+		return
+	}
+	p.last = now
+	fmt.Fprintf(p.w, "    %s: running for %s, %d lines of output\n", p.label, now.Sub(p.began).Round(time.Second), lines)
 }
 
 func (p *stepLines) finish() {}

@@ -111,3 +111,30 @@ func TestProgressDrawsLinesOnAFile(t *testing.T) {
 		t.Error("progress drawn on a buffer")
 	}
 }
+
+// Defect 10: a file reported only once complete (an apt download) gets no
+// invented "0 B/s".
+func TestTransferLinesNoRateWithoutTransfer(t *testing.T) {
+	var out bytes.Buffer
+	p := newTransferLines(&out, time.Second)
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	p.update("x.orig.tar.xz", 1500000, 1500000)
+	p.finish("x.orig.tar.xz", nil)
+	if got := out.String(); got != "fetched x.orig.tar.xz: 1.4 MiB in 0s\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// Defect 10: a step without counts (make, a script) shows it runs.
+func TestStepLinesTick(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Unix(1000, 0)
+	p := &stepLines{w: &out, every: 15 * time.Second, now: func() time.Time { return now }}
+	p.start("xz-utils build")
+	now = now.Add(20 * time.Second)
+	p.tick(812)
+	if want := "    xz-utils build: running for 20s, 812 lines of output\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
