@@ -278,9 +278,17 @@ build:
 		t.Errorf("step error lacks step, tail or log path: %v", err)
 	}
 	proj := &Project{Store: f.store}
-	logs, lerr := proj.Logs(p.Node("broken"))
-	if lerr != nil || len(logs) != 1 {
-		t.Errorf("logs: %v %v", logs, lerr)
+	logs, other, lerr := proj.Logs(p.Node("broken"))
+	if lerr != nil || len(logs) != 1 || other != "" {
+		t.Errorf("logs: %v %q %v", logs, other, lerr)
+	}
+	// Defect 10: another plan of the same name (another profile, other
+	// options) still finds the latest attempt's logs.
+	otherPlan := *p.Node("broken")
+	otherPlan.Hash = strings.Repeat("e", 64)
+	logs, other, lerr = proj.Logs(&otherPlan)
+	if lerr != nil || len(logs) != 1 || other != f.store.LogDir(p.Node("broken").Key()) {
+		t.Errorf("logs of another plan's node: %v %q %v", logs, other, lerr)
 	}
 	if f.store.Has(p.Node("broken").Key()) {
 		t.Error("a failed build was committed")

@@ -25,6 +25,10 @@ func assignJobs(plan *Plan, st *store.Store, host *toolchain.Host, jobs int, res
 	}
 }
 
+// MemoryProfile is the memory per compile and link job the plan uses for
+// n: learned figures first, then the recipe's declaration, then defaults.
+func MemoryProfile(st *store.Store, n *Node) toolchain.Profile { return nodeProfile(st, n) }
+
 func nodeProfile(st *store.Store, n *Node) toolchain.Profile {
 	declared := toolchain.Profile{CompileBytes: int64(n.Recipe.Memory.Compile), LinkBytes: int64(n.Recipe.Memory.Link)}
 	var learned toolchain.Profile

@@ -176,11 +176,47 @@ var errNoLogs = errors.New("no logs")
 
 // Logs lists the step logs of the node's latest build attempt, in the
 // order the steps ran.
-func (p *Project) Logs(n *Node) ([]string, error) {
+//
+// When this plan's node has no logs (the build ran with another profile,
+// other options or an older recipe), the newest attempt of any node of
+// the same name is taken and other names its directory, so that
+// `tritonbuild logs NAME` works without repeating the build's flags.
+func (p *Project) Logs(n *Node) (logs []string, other string, err error) {
 	dir := p.Store.LogDir(n.Key())
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) == 0 {
-		return nil, fmt.Errorf("%s %s (%s): %w in %s: it has not been built from this plan yet", n.Name, n.Version, n.ShortHash(), errNoLogs, dir)
+		if latest := newestDir(filepath.Dir(dir)); latest != "" {
+			l, _, err := p.logsIn(latest)
+			return l, latest, err
+		}
+		return nil, "", fmt.Errorf("%s %s (%s): %w in %s: it has not been built yet", n.Name, n.Version, n.ShortHash(), errNoLogs, filepath.Dir(dir))
+	}
+	return p.logsIn(dir)
+}
+
+// newestDir returns the most recently changed subdirectory of dir, or "".
+func newestDir(dir string) string {
+	entries, _ := os.ReadDir(dir)
+	best, bestT := "", int64(0)
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		if es, _ := os.ReadDir(filepath.Join(dir, e.Name())); len(es) == 0 {
+			continue
+		}
+		if t := info.ModTime().UnixNano(); t > bestT {
+			best, bestT = filepath.Join(dir, e.Name()), t
+		}
+	}
+	return best
+}
+
+func (p *Project) logsIn(dir string) ([]string, string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading logs: %w", err)
 	}
 	type entry struct {
 		path string
@@ -203,5 +239,5 @@ func (p *Project) Logs(n *Node) ([]string, error) {
 	for i, e := range list {
 		out[i] = e.path
 	}
-	return out, nil
+	return out, "", nil
 }

@@ -34,8 +34,10 @@ type NodeNeed struct {
 	// DiskBytes is the free space its source, build tree and install need
 	// (LLVM with clang and MLIR: tens of GB).
 	DiskBytes int64 `json:"disk_bytes"`
-	// MemoryPerJob is its largest single command's peak memory.
+	// MemoryPerJob is one compile's peak memory and LinkPerJob one link's,
+	// as the plan resolves them (learned, else declared, else defaults).
 	MemoryPerJob int64 `json:"memory_per_job"`
+	LinkPerJob   int64 `json:"link_per_job,omitempty"`
 	// Dir is where it builds; "" means the first of DoctorOptions.Probe.Dirs.
 	Dir string `json:"dir,omitempty"`
 	// Packages are the distribution packages its build needs installed
@@ -54,6 +56,9 @@ type DoctorOptions struct {
 	// with the same compiler as Compiler ("" means cc) here.
 	Distcc   *DistccConfig
 	Compiler string
+	// Reserve is build.yaml's jobs.reserve, as the plan uses it (0: the
+	// default reserve).
+	Reserve int64
 }
 
 // Check is one line of the doctor report.
@@ -194,7 +199,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 		} else {
 			nc.DiskOK = n.DiskBytes == 0
 		}
-		nc.Plan = PlanJobs(h, Profile{CompileBytes: n.MemoryPerJob}, PlanOptions{})
+		nc.Plan = PlanJobs(h, Profile{CompileBytes: n.MemoryPerJob, LinkBytes: n.LinkPerJob}, PlanOptions{Reserve: opts.Reserve})
 		nc.MemoryOK = n.MemoryPerJob <= h.Memory.Usable
 		r.Nodes = append(r.Nodes, nc)
 		r.Checks = append(r.Checks,

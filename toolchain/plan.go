@@ -85,6 +85,12 @@ func PlanJobs(h *Host, p Profile, o PlanOptions) JobPlan {
 		reserve = 0
 	}
 	budget := max(mem-reserve, 0)
+	if budget <= 0 {
+		// Less memory than the reserve: keeping it would leave nothing to
+		// run even one job with. Run one at a time in half of what there is.
+		budget = max(mem/2, 1<<20)
+		reserve = mem - budget
+	}
 	jp := JobPlan{CPUs: cpus, Memory: mem, Reserve: reserve, Budget: budget, Profile: p}
 
 	memJobs := max(int(budget/p.CompileBytes), 1)

@@ -1,6 +1,7 @@
 package toolchain
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -48,4 +49,18 @@ func TestResolveProfile(t *testing.T) {
 	if got := ResolveProfile(Profile{}, Profile{}); got != (Profile{DefaultCompileBytes, DefaultLinkBytes}) {
 		t.Errorf("defaults = %+v", got)
 	}
+}
+
+// Defect 10: -j 2 under a memory limit below the reserve planned a budget
+// of 0, and the broker refused to start ("budget 0 is not positive").
+func TestPlanJobsTightMemoryKeepsAPositiveBudget(t *testing.T) {
+	jp := PlanJobs(host(2, 600*mib), Profile{}, PlanOptions{Jobs: 2, Reserve: int64(gib)})
+	if jp.Budget <= 0 || jp.Budget > 600*mib {
+		t.Fatalf("budget %d with 600 MiB usable and a 1 GiB reserve", jp.Budget)
+	}
+	b, err := StartBroker(context.Background(), BrokerOptions{Budget: jp.Budget})
+	if err != nil {
+		t.Fatalf("the broker refuses the planned budget: %v", err)
+	}
+	b.Close()
 }

@@ -203,9 +203,13 @@ func newLogsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logs, err := p.Logs(plan.Node(args[0]))
+			n := plan.Node(args[0])
+			logs, other, err := p.Logs(n)
 			if err != nil {
 				return err
+			}
+			if other != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s %s (%s) of this plan has no logs; showing the latest attempt, %s\n", n.Name, n.Version, n.ShortHash(), other)
 			}
 			for _, l := range logs {
 				data, err := os.ReadFile(l)

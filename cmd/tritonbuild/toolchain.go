@@ -49,14 +49,16 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				if n.Status != builder.StatusBuild {
 					continue
 				}
-				nodes = append(nodes, toolchain.NodeNeed{Name: n.Name, DiskBytes: int64(n.Recipe.Disk), MemoryPerJob: int64(n.Recipe.Memory.Compile), Dir: p.Store.Root,
+				// The same memory figures and reserve as the plan's.
+				prof := builder.MemoryProfile(p.Store, n)
+				nodes = append(nodes, toolchain.NodeNeed{Name: n.Name, DiskBytes: int64(n.Recipe.Disk), MemoryPerJob: prof.CompileBytes, LinkPerJob: prof.LinkBytes, Dir: p.Store.Root,
 					Packages: n.Recipe.HostPackagesOf(n.Ver)})
 			}
 			dc, err := p.Settings.Distribute.Config()
 			if err != nil {
 				return err
 			}
-			rep, err := toolchain.Doctor(ctxOf(cmd), toolchain.DoctorOptions{Probe: toolchain.ProbeOptions{Dirs: []string{p.Store.Root}}, Nodes: nodes, Distcc: dc, Compiler: "cc"})
+			rep, err := toolchain.Doctor(ctxOf(cmd), toolchain.DoctorOptions{Probe: toolchain.ProbeOptions{Dirs: []string{p.Store.Root}}, Nodes: nodes, Distcc: dc, Compiler: "cc", Reserve: int64(p.Settings.Jobs.Reserve)})
 			if err != nil {
 				return err
 			}
@@ -109,6 +111,16 @@ func newEnvCmd(g *globals) *cobra.Command {
 				llvm = plan.Node("llvm").Prefix(p.Store)
 			}
 			abs, _ := filepath.Abs(prefix)
+			// The exports are printed anyway (they may be for later), but
+			// a person should know when they point at nothing yet.
+			if _, err := os.Stat(abs); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the prefix %s does not exist yet (tritonbuild install or all creates it)\n", abs)
+			}
+			if llvm != "" {
+				if _, err := os.Stat(llvm); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: LLVM at %s does not exist (not built yet, or a wrong external)\n", llvm)
+				}
+			}
 			fmt.Fprint(cmd.OutOrStdout(), toolchain.EnvExports(abs, llvm))
 			return nil
 		},
