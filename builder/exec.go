@@ -459,7 +459,7 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 		vars["toolchain.cc"], vars["toolchain.cxx"], vars["toolchain.prefix"] = b.cc, b.cxx, tp
 	}
 	b.vars = vars
-	keep := []string{"HOME", "USER", "LOGNAME", "TMPDIR", "TERM", "GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GONOSUMDB", "GOFLAGS", "GOTOOLCHAIN", "GONOSUMCHECK", "GOPRIVATE", "GOSUMDB", "http_proxy", "https_proxy", "no_proxy"}
+	keep := passThroughEnv
 	var env []string
 	for _, k := range keep {
 		if v, ok := os.LookupEnv(k); ok {
@@ -509,6 +509,11 @@ func (b *nodeBuild) setupEnv(plan *Plan) {
 	}
 	b.env = env
 }
+
+// passThroughEnv are the caller's variables a build step sees (besides
+// PATH, which is extended); docs/recipes.md lists them, and a test holds
+// the two together.
+var passThroughEnv = []string{"HOME", "USER", "LOGNAME", "TMPDIR", "TERM", "GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GONOSUMDB", "GOFLAGS", "GOTOOLCHAIN", "GONOSUMCHECK", "GOPRIVATE", "GOSUMDB", "http_proxy", "https_proxy", "no_proxy"}
 
 // flagVars are the compiler flag variables whose recipe values are merged
 // with the toolchain's defaults instead of replacing them.
