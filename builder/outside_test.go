@@ -14,6 +14,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // The regression tests of issue 16: defects found when recipes nobody here
@@ -29,7 +30,7 @@ type miniProject struct {
 
 func newMiniProject(t *testing.T, files map[string]string) *miniProject {
 	t.Helper()
-	needTools(t, "cc", "make", "bash")
+	testenv.NeedTools(t, "cc", "make", "bash")
 	dir := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
@@ -203,7 +204,7 @@ install:
 // Defect 4: every installed ELF file finds the tree's own libraries
 // through an $ORIGIN-relative runpath, from the store and from a prefix.
 func TestInstalledProgramsFindOwnLibraries(t *testing.T) {
-	needTools(t, "patchelf")
+	testenv.NeedTools(t, "patchelf")
 	m := newMiniProject(t, linkProject)
 	m.targets = []string{"hello"}
 	p := m.mustBuild(m.store)
@@ -230,7 +231,7 @@ func TestInstalledProgramsFindOwnLibraries(t *testing.T) {
 // prefix is refused (naming what is there) unless forced, the user's files
 // survive every install, and stale files of our own are removed.
 func TestInstallKeepsForeignFiles(t *testing.T) {
-	needTools(t, "patchelf")
+	testenv.NeedTools(t, "patchelf")
 	files := map[string]string{}
 	for k, v := range linkProject {
 		files[k] = v

@@ -174,8 +174,14 @@ func fixRunpath(ctx context.Context, path, rel, prefix, storeRoot string, libs m
 			add(e)
 		}
 	}
-	// Libraries the file needs and only this tree or a dependency has.
+	// Libraries the file needs and only this tree or a dependency has,
+	// when it was linked without any runpath (CMake's default for
+	// programs linking the project's own shared library). A runpath the
+	// recipe chose ($ORIGIN/../lib, say) is left as it is.
 	for _, lib := range needed {
+		if len(old) > 0 {
+			break
+		}
 		loc, ok := libs[lib]
 		if !ok || resolvable(lib, entries, absDir) {
 			continue

@@ -98,7 +98,7 @@ func TestPlanAsksTheCacheOnlyWhenConfigured(t *testing.T) {
 // `cache pull` says why it pulled nothing, and a store at another root
 // takes the trees another root pushed (defect 8).
 func TestCachePullExplainsAndRelocates(t *testing.T) {
-	imagestest.NeedTools(t, "docker-registry")
+	testenv.NeedTools(t, "docker-registry")
 	reg := imagestest.StartRegistry(t)
 	proj, _, release := slowProject(t)
 	os.WriteFile(release, nil, 0o644)

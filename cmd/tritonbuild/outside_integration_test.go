@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tritonbuild/tritonbuild/images/imagestest"
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 )
 
 // TestIntegrationOutsideRecipes builds recipes nobody here wrote, for real
@@ -22,7 +22,7 @@ func TestIntegrationOutsideRecipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds three real packages")
 	}
-	imagestest.NeedTools(t, "apt-get", "cc", "make", "cmake", "ninja", "meson", "patchelf")
+	testenv.NeedTools(t, "apt-get", "cc", "make", "cmake", "ninja", "meson", "patchelf")
 	recipes, err := filepath.Abs("testdata/outside")
 	if err != nil {
 		t.Fatal(err)
