@@ -394,3 +394,87 @@ func TestFailedBuildLeavesNoStaging(t *testing.T) {
 		t.Errorf("staging/ keeps %d entries after a failed build", len(left))
 	}
 }
+
+// `tritonbuild gc`: a dry run by default; failed attempts, staging dirs,
+// unreachable trees and caches beyond the size kept, but nothing in use.
+func TestGC(t *testing.T) {
+	m := newMiniProject(t, map[string]string{
+		"recipes/keep.yaml": "name: keep\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: i\n        run: mkdir -p \"$DESTDIR${prefix}\" && cp x \"$DESTDIR${prefix}/\"\n",
+		"recipes/drop.yaml": "name: drop\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: i\n        run: mkdir -p \"$DESTDIR${prefix}\" && cp x \"$DESTDIR${prefix}/y\"\n",
+		"recipes/fail.yaml": "name: fail\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: i\n        run: exit 1\n",
+		"recipes/busy.yaml": "name: busy\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: i\n        run: exit 1\n",
+		"src/x":             "x\n",
+	})
+	m.targets = []string{"keep", "drop"}
+	p := m.mustBuild(m.store)
+	m.targets = []string{"fail"}
+	if _, _, err := m.build(m.store); err == nil {
+		t.Fatal("fail built")
+	}
+	m.targets = []string{"busy"}
+	pb, _, _ := m.build(m.store)
+	unlock, err := m.store.Lock(context.Background(), pb.Node("busy").Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	layers := filepath.Join(m.store.Root, "images", "layers")
+	os.MkdirAll(layers, 0o755)
+	for i, name := range []string{"old", "mid", "new"} {
+		f := filepath.Join(layers, name)
+		os.WriteFile(f, make([]byte, 1<<20), 0o644)
+		ts := time.Unix(int64(1000+i), 0)
+		os.Chtimes(f, ts, ts)
+	}
+	reach := map[string]bool{filepath.Base(m.store.NodeDir(p.Node("keep").Key())): true}
+	opts := GCOptions{Reachable: reach, KeepCache: 3 << 19}
+	items, err := GC(context.Background(), m.store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range items {
+		rel, _ := filepath.Rel(m.store.Root, it.Path)
+		got[rel] = it.Why
+	}
+	want := []string{
+		"nodes/" + filepath.Base(m.store.NodeDir(p.Node("drop").Key())),
+		"work/" + filepath.Base(m.store.WorkDir(m.planOf("fail").Node("fail").Key())),
+		"images/layers/old", "images/layers/mid",
+	}
+	if len(got) != len(want) {
+		t.Errorf("gc found %v, want %v", got, want)
+	}
+	for _, w := range want {
+		if _, ok := got[w]; !ok {
+			t.Errorf("gc does not list %s (it lists %v)", w, got)
+		}
+	}
+	for _, p := range want {
+		if _, err := os.Stat(filepath.Join(m.store.Root, p)); err != nil {
+			t.Errorf("a dry run removed %s", p)
+		}
+	}
+	opts.Delete = true
+	if _, err := GC(context.Background(), m.store, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range want {
+		if _, err := os.Stat(filepath.Join(m.store.Root, p)); !os.IsNotExist(err) {
+			t.Errorf("gc --delete kept %s", p)
+		}
+	}
+	if !m.store.Has(p.Node("keep").Key()) {
+		t.Error("gc removed a reachable tree")
+	}
+	if _, err := os.Stat(m.store.WorkDir(pb.Node("busy").Key())); err != nil {
+		t.Error("gc removed the work dir of a node whose lock is held")
+	}
+}
+
+func (m *miniProject) planOf(target string) *Plan {
+	saved := m.targets
+	m.targets = []string{target}
+	defer func() { m.targets = saved }()
+	return m.plan(m.store)
+}

@@ -56,3 +56,31 @@ func TestEnvWarnsAboutMissingPaths(t *testing.T) {
 		t.Errorf("env output:\n%s\nstderr:\n%s", out, stderr)
 	}
 }
+
+// `tritonbuild gc` lists a tree that build.yaml no longer reaches, removes
+// it only with --delete, and keeps the one it reaches.
+func TestGCCommand(t *testing.T) {
+	proj, _, release := slowProject(t)
+	os.WriteFile(release, nil, 0o644)
+	if _, stderr, err := run(t, proj, "build", "slow"); err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	old := nodesIn(t, filepath.Join(proj, "store"))
+	os.WriteFile(filepath.Join(proj, "src", "data.txt"), []byte("changed\n"), 0o644)
+	if _, stderr, err := run(t, proj, "build", "slow"); err != nil {
+		t.Fatalf("second build: %v\n%s", err, stderr)
+	}
+	out, stderr, err := run(t, proj, "gc", "--python-envs", t.TempDir())
+	if err != nil || !strings.Contains(out, old[0]) || !strings.Contains(out, "tree no profile of build.yaml reaches") || !strings.Contains(stderr, "dry run") {
+		t.Fatalf("gc: %v\n%s\n%s", err, out, stderr)
+	}
+	if n := nodesIn(t, filepath.Join(proj, "store")); len(n) != 2 {
+		t.Fatalf("a dry run removed trees: %v", n)
+	}
+	if _, stderr, err := run(t, proj, "gc", "--delete", "--python-envs", t.TempDir()); err != nil {
+		t.Fatalf("gc --delete: %v\n%s", err, stderr)
+	}
+	if n := nodesIn(t, filepath.Join(proj, "store")); len(n) != 1 || n[0] == old[0] {
+		t.Fatalf("after gc --delete: %v (old %v)", n, old)
+	}
+}

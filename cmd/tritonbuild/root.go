@@ -66,7 +66,7 @@ assembles OCI images from them.`,
 	pf.StringVar(&g.store, "store", "", "store directory (default: build.yaml's store, $TRITONBUILD_STORE, or the user cache dir)")
 	root.AddCommand(
 		newPlanCmd(g), newFetchCmd(g), newBuildCmd(g), newAllCmd(g), newInstallCmd(g),
-		newLogsCmd(g), newSchemaCmd(), newSourceCmd(g),
+		newLogsCmd(g), newSchemaCmd(), newSourceCmd(g), newGCCmd(g),
 		newNewCmd(),
 	)
 	addToolchainCommands(root, g)

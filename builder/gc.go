@@ -1,0 +1,229 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tritonbuild/tritonbuild/builder/store"
+)
+
+// GCOptions say what GC may remove.
+type GCOptions struct {
+	// Delete removes what GC finds; false only reports it (a dry run).
+	Delete bool
+	// Reachable holds the node directory names (name-version-hash16) that
+	// some profile of build.yaml plans; every other committed node is
+	// garbage. Nil keeps every node (when a profile could not be planned).
+	Reachable map[string]bool
+	// KeepCache is how many bytes of the image layer cache, and of the
+	// python env cache, to keep (newest first).
+	KeepCache int64
+	// PythonEnvs is the server's extracted python env cache
+	// (<cache>/tritonserver/python-envs); "" leaves it alone.
+	PythonEnvs string
+}
+
+// GCItem is one thing GC removes (or would remove).
+type GCItem struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+	Size int64  `json:"size"`
+}
+
+// GC finds what the store no longer needs: staging and work directories
+// of attempts that are not running (a failed build's work dir is kept for
+// resuming until then), committed trees that no profile of build.yaml
+// reaches, and image layers and python envs beyond opts.KeepCache. Nodes
+// being built or pulled (their lock held) are skipped.
+func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) {
+	var items []GCItem
+	add := func(path, why string) {
+		items = append(items, GCItem{Path: path, Why: why, Size: dirSize(path)})
+	}
+	for _, area := range []struct{ dir, why string }{
+		{"staging", "staging dir of an attempt that is not running"},
+		{"work", "work dir of a failed or kept attempt"},
+	} {
+		entries, _ := os.ReadDir(filepath.Join(st.Root, area.dir))
+		for _, e := range entries {
+			key, ok := keyOfDir(strings.TrimSuffix(e.Name(), ".pull"), false)
+			if !ok || busy(ctx, st, key) {
+				continue
+			}
+			add(filepath.Join(st.Root, area.dir, e.Name()), area.why)
+		}
+	}
+	if opts.Reachable != nil {
+		entries, _ := os.ReadDir(filepath.Join(st.Root, "nodes"))
+		for _, e := range entries {
+			if opts.Reachable[e.Name()] {
+				continue
+			}
+			key, ok := keyOfDir(e.Name(), true)
+			if !ok || busy(ctx, st, key) {
+				continue
+			}
+			add(filepath.Join(st.Root, "nodes", e.Name()), "tree no profile of build.yaml reaches")
+		}
+	}
+	items = append(items, beyond(filepath.Join(st.Root, "images", "layers"), opts.KeepCache, "image layer cache beyond the size kept")...)
+	if opts.PythonEnvs != "" {
+		items = append(items, beyond(opts.PythonEnvs, opts.KeepCache, "python env cache beyond the size kept")...)
+	}
+	if !opts.Delete {
+		return items, nil
+	}
+	for _, it := range items {
+		if err := removeAll(it.Path); err != nil {
+			return items, fmt.Errorf("gc: removing %s: %w", it.Path, err)
+		}
+	}
+	return items, nil
+}
+
+// keyOfDir parses "name-hash16" (work, staging) or "name-version-hash16"
+// (nodes) into the key the node's lock is named by.
+func keyOfDir(name string, withVersion bool) (store.Key, bool) {
+	i := strings.LastIndex(name, "-")
+	if i <= 0 || len(name)-i-1 != 16 {
+		return store.Key{}, false
+	}
+	k := store.Key{Name: name[:i], Hash: name[i+1:]}
+	if withVersion {
+		j := strings.LastIndex(k.Name, "-")
+		if j <= 0 {
+			return store.Key{}, false
+		}
+		k.Name, k.Version = k.Name[:j], k.Name[j+1:]
+	}
+	return k, true
+}
+
+// busy reports whether another process holds the node's lock (building or
+// pulling it); GC then leaves its directories alone.
+func busy(ctx context.Context, st *store.Store, k store.Key) bool {
+	try, cancel := context.WithCancel(ctx)
+	cancel()
+	unlock, err := st.Lock(try, k)
+	if err != nil {
+		return true
+	}
+	unlock()
+	return false
+}
+
+// beyond lists the entries of a cache dir past the newest keep bytes.
+func beyond(dir string, keep int64, why string) []GCItem {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type entry struct {
+		path string
+		mod  int64
+		size int64
+	}
+	var list []entry
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		list = append(list, entry{p, info.ModTime().UnixNano(), dirSize(p)})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].mod > list[j].mod })
+	var out []GCItem
+	var kept int64
+	for _, e := range list {
+		if kept+e.size <= keep {
+			kept += e.size
+			continue
+		}
+		out = append(out, GCItem{Path: e.path, Why: why, Size: e.size})
+	}
+	return out
+}
+
+func dirSize(p string) int64 {
+	var n int64
+	filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// removeAll removes p, making read-only directories of a tree writable
+// first when that is what stops it.
+func removeAll(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(q, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// ReachableNodes plans the targets (and the image target) of build.yaml's
+// settings and of each of its profiles, and returns the store directory
+// names of every node they reach. A profile that cannot be planned here
+// (an external probe fails, say) is an error: GC must then keep every
+// tree, because it cannot tell which that profile needs.
+func (p *Project) ReachableNodes(ctx context.Context) (map[string]bool, error) {
+	profiles := []string{""}
+	for name := range p.Config.Profiles {
+		profiles = append(profiles, name)
+	}
+	sort.Strings(profiles)
+	out := map[string]bool{}
+	for _, prof := range profiles {
+		s, err := p.Config.Resolve(prof)
+		if err != nil {
+			return nil, err
+		}
+		for name, path := range s.Externals {
+			s.Externals[name] = p.Config.Abs(path)
+		}
+		targets := append([]string{}, s.Targets...)
+		if s.Image != nil && s.Image.Target != "" {
+			targets = append(targets, s.Image.Target)
+		}
+		if len(targets) == 0 {
+			continue
+		}
+		plan, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: s, Targets: targets, Store: p.Store, ProjectDir: p.Dir})
+		if err != nil {
+			return nil, fmt.Errorf("planning profile %q: %w", profileName(prof), err)
+		}
+		for _, n := range plan.Nodes {
+			if n.Status != StatusExternal {
+				out[filepath.Base(p.Store.NodeDir(n.Key()))] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+func profileName(p string) string {
+	if p == "" {
+		return "(default)"
+	}
+	return p
+}
+
