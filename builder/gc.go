@@ -226,4 +226,3 @@ func profileName(p string) string {
 	}
 	return p
 }
-
