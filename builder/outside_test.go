@@ -478,3 +478,45 @@ func (m *miniProject) planOf(target string) *Plan {
 	defer func() { m.targets = saved }()
 	return m.plan(m.store)
 }
+
+// Defect 7 and the "done when": verify rebuilds under another
+// store root and finds no difference for a reproducible package whose
+// files name its prefix (a .pc file, a runpath to its own library).
+func TestVerifyUnderAnotherRootFindsNoDifference(t *testing.T) {
+	testenv.NeedTools(t, "patchelf")
+	m := newMiniProject(t, linkProject)
+	m.targets = []string{"hello"}
+	set, err := recipe.Load(recipe.OSDir(filepath.Join(m.dir, "recipes")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj := &Project{Recipes: set, Settings: recipe.Settings{Targets: m.targets}, Store: m.store, Dir: m.dir}
+	p, err := proj.Plan(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Executor{Store: m.store, Jobs: 2}).Run(context.Background(), p, p.Nodes); err != nil {
+		t.Fatal(err)
+	}
+	man, err := m.store.Manifest(p.Node("hello").Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixFiles := 0
+	for _, f := range man.Files {
+		if f.Prefix {
+			prefixFiles++
+		}
+	}
+	if prefixFiles != 1 {
+		t.Errorf("%d files marked as naming the store, want 1 (hello.pc)", prefixFiles)
+	}
+	var out bytes.Buffer
+	diffs, err := Verify(context.Background(), proj, "hello", filepath.Join(t.TempDir(), "another-root"), &Executor{Out: &out, Jobs: 2})
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out.String())
+	}
+	if len(diffs) != 0 {
+		t.Errorf("verify under another root reports differences:\n%s", strings.Join(diffs, "\n"))
+	}
+}
