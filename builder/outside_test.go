@@ -520,3 +520,26 @@ func TestVerifyUnderAnotherRootFindsNoDifference(t *testing.T) {
 		t.Errorf("verify under another root reports differences:\n%s", strings.Join(diffs, "\n"))
 	}
 }
+
+// Binaries that embed the store path other than in a runpath are detected
+// and reported: they are not relocatable.
+func TestBinaryEmbeddingTheStoreIsReported(t *testing.T) {
+	m := newMiniProject(t, map[string]string{
+		"recipes/emb.yaml": "name: emb\nversions:\n  - version: \"1\"\n    source: {local: ../src}\nbuild:\n  script:\n    steps:\n      - name: i\n        run: mkdir -p \"$DESTDIR${prefix}/share\" && printf 'data\\0%s\\0' \"${prefix}/share\" > \"$DESTDIR${prefix}/share/blob\"\n",
+		"src/x":            "x\n",
+	})
+	m.targets = []string{"emb"}
+	p, out, err := m.build(m.store)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "warning: 1 binary file(s) embed the store path and are not relocatable: share/blob") {
+		t.Errorf("build output does not report the binary:\n%s", out)
+	}
+	man, _ := m.store.Manifest(p.Node("emb").Key())
+	for _, f := range man.Files {
+		if f.Path == "share/blob" && (!f.EmbedsStore || f.Prefix) {
+			t.Errorf("share/blob: %+v", f)
+		}
+	}
+}

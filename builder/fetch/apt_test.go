@@ -476,3 +476,20 @@ func TestShowAptSource(t *testing.T) {
 		t.Errorf("nosuch: %v", err)
 	}
 }
+
+// Defect 10: apt's own chatter and warnings do not pass through to the
+// person when the command succeeds.
+func TestAptOutputStaysQuiet(t *testing.T) {
+	orig, origSHA := testBlob(30_000)
+	opts, _ := scriptedApt(t, map[string][]byte{"hello_2.10.orig.tar.gz": orig})
+	var log bytes.Buffer
+	opts.Log = &log
+	if _, err := FetchApt(context.Background(), AptSpec{Package: "hello", Version: "2.10-3", File: "hello_2.10.orig.tar.gz", SHA256: origSHA}, Cache{Dir: t.TempDir()}, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, noise := range []string{"Hit:1 scripted", "Download complete"} {
+		if strings.Contains(log.String(), noise) {
+			t.Errorf("apt's %q reached the log:\n%s", noise, log.String())
+		}
+	}
+}
