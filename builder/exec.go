@@ -731,8 +731,7 @@ func (b *nodeBuild) cmake(ctx context.Context, c *recipe.CMakeBuild) error {
 			return err
 		}
 	}
-	if b.e.Until == "configure" {
-		b.e.printf("    configured in %s (stopped after configure)\n", b.build)
+	if b.stopAfterConfigure() {
 		return nil
 	}
 	targets := c.Targets
@@ -826,8 +825,7 @@ func (b *nodeBuild) meson(ctx context.Context, m *recipe.MesonBuild) error {
 			return err
 		}
 	}
-	if b.e.Until == "configure" {
-		b.e.printf("    configured in %s (stopped after configure)\n", b.build)
+	if b.stopAfterConfigure() {
 		return nil
 	}
 	targets := b.expandArgs(m.Targets, styleMeson)
@@ -845,6 +843,16 @@ func (b *nodeBuild) meson(ctx context.Context, m *recipe.MesonBuild) error {
 		return nil
 	}
 	return b.run(ctx, "install", b.build, compilers, "meson", "install", "-C", b.build, "--no-rebuild", "--destdir", b.destdir)
+}
+
+// stopAfterConfigure reports (and says) that --until configure ends the
+// build here.
+func (b *nodeBuild) stopAfterConfigure() bool {
+	if b.e.Until != "configure" {
+		return false
+	}
+	b.e.printf("    configured in %s (stopped after configure)\n", b.build)
+	return true
 }
 
 // pkgConfigPath lists the dependencies' pkg-config directories.

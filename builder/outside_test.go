@@ -1,14 +1,15 @@
 package builder
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -344,40 +345,28 @@ func TestLockWaitIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
-		ex := &Executor{Store: m.store, Out: out, Jobs: 1}
+		ex := &Executor{Store: m.store, Out: w, Jobs: 1}
 		done <- ex.Run(context.Background(), p, p.Nodes)
+		w.Close()
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "waiting for another tritonbuild process") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiting message; output so far:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	sc := bufio.NewScanner(r)
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for sc.Scan() && !strings.Contains(sc.Text(), "waiting for another tritonbuild process") {
+	}
+	if sc.Err() != nil {
+		t.Fatalf("no waiting message: %v", sc.Err())
 	}
 	unlock()
+	go io.Copy(io.Discard, r)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Defect 10: a failed attempt leaves no staging dir behind.
