@@ -120,33 +120,19 @@ func busy(ctx context.Context, st *store.Store, k store.Key) bool {
 
 // beyond lists the entries of a cache dir past the newest keep bytes.
 func beyond(dir string, keep int64, why string) []GCItem {
-	entries, err := os.ReadDir(dir)
+	list, err := entriesByTime(dir)
 	if err != nil {
 		return nil
 	}
-	type entry struct {
-		path string
-		mod  int64
-		size int64
-	}
-	var list []entry
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		list = append(list, entry{p, info.ModTime().UnixNano(), dirSize(p)})
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].mod > list[j].mod })
 	var out []GCItem
 	var kept int64
-	for _, e := range list {
-		if kept+e.size <= keep {
-			kept += e.size
+	for i := len(list) - 1; i >= 0; i-- {
+		size := dirSize(list[i].path)
+		if kept+size <= keep {
+			kept += size
 			continue
 		}
-		out = append(out, GCItem{Path: e.path, Why: why, Size: e.size})
+		out = append(out, GCItem{Path: list[i].path, Why: why, Size: size})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/recipe"
@@ -194,50 +195,51 @@ func (p *Project) Logs(n *Node) (logs []string, other string, err error) {
 	return p.logsIn(dir)
 }
 
-// newestDir returns the most recently changed subdirectory of dir, or "".
+// newestDir returns the most recently changed non-empty subdirectory of
+// dir, or "".
 func newestDir(dir string) string {
-	entries, _ := os.ReadDir(dir)
-	best, bestT := "", int64(0)
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil || !e.IsDir() {
-			continue
-		}
-		if es, _ := os.ReadDir(filepath.Join(dir, e.Name())); len(es) == 0 {
-			continue
-		}
-		if t := info.ModTime().UnixNano(); t > bestT {
-			best, bestT = filepath.Join(dir, e.Name()), t
+	list, _ := entriesByTime(dir)
+	for i := len(list) - 1; i >= 0; i-- {
+		if es, _ := os.ReadDir(list[i].path); list[i].dir && len(es) > 0 {
+			return list[i].path
 		}
 	}
-	return best
+	return ""
 }
 
 func (p *Project) logsIn(dir string) ([]string, string, error) {
-	entries, err := os.ReadDir(dir)
+	list, err := entriesByTime(dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("reading logs: %w", err)
-	}
-	type entry struct {
-		path string
-		mod  int64
-	}
-	var list []entry
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			continue
-		}
-		list = append(list, entry{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
-	}
-	for i := 1; i < len(list); i++ {
-		for j := i; j > 0 && list[j].mod < list[j-1].mod; j-- {
-			list[j], list[j-1] = list[j-1], list[j]
-		}
 	}
 	out := make([]string, len(list))
 	for i, e := range list {
 		out[i] = e.path
 	}
 	return out, "", nil
+}
+
+// timedEntry is a directory entry with its modification time.
+type timedEntry struct {
+	path string
+	mod  int64
+	dir  bool
+}
+
+// entriesByTime lists the entries of dir, oldest first.
+func entriesByTime(dir string) ([]timedEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var list []timedEntry
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		list = append(list, timedEntry{filepath.Join(dir, e.Name()), info.ModTime().UnixNano(), e.IsDir()})
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].mod < list[j].mod })
+	return list, nil
 }
