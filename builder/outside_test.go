@@ -532,3 +532,34 @@ func TestBinaryEmbeddingTheStoreIsReported(t *testing.T) {
 		}
 	}
 }
+
+// A runpath to elsewhere only (CMake's link path to an external) still
+// gets the entry for the tree's own library; an $ORIGIN entry the recipe
+// chose is kept as it is.
+func TestRunpathToElsewhereGetsOwnLibrary(t *testing.T) {
+	testenv.NeedTools(t, "patchelf")
+	files := map[string]string{}
+	for k, v := range linkProject {
+		files[k] = v
+	}
+	files["hellosrc/Makefile"] = strings.Replace(linkProject["hellosrc/Makefile"], "-o hello main.c -L. -lhello", "-o hello main.c -L. -lhello -Wl,-rpath,/opt/nowhere/lib\n\t$(CC) $(CFLAGS) -o hello2 main.c -L. -lhello '-Wl,-rpath,$$ORIGIN/../lib'", 1)
+	files["hellosrc/Makefile"] = strings.Replace(files["hellosrc/Makefile"], "cp hello $(DESTDIR)", "cp hello2 $(DESTDIR)$(prefix)/bin/\n\tcp hello $(DESTDIR)", 1)
+	m := newMiniProject(t, files)
+	m.targets = []string{"hello"}
+	p := m.mustBuild(m.store)
+	tree := m.store.TreeDir(p.Node("hello").Key())
+	for bin, want := range map[string]string{"hello": "/opt/nowhere/lib:$ORIGIN/../lib", "hello2": "$ORIGIN/../lib"} {
+		f, err := elf.Open(filepath.Join(tree, "bin", bin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp, _ := f.DynString(elf.DT_RUNPATH)
+		f.Close()
+		if strings.Join(rp, ":") != want {
+			t.Errorf("bin/%s runpath %q, want %q", bin, rp, want)
+		}
+		if out, err := exec.Command(filepath.Join(tree, "bin", bin)).CombinedOutput(); err != nil || string(out) != "own libhello\n" {
+			t.Errorf("bin/%s: %q %v", bin, out, err)
+		}
+	}
+}

@@ -174,16 +174,14 @@ func fixRunpath(ctx context.Context, path, rel, prefix, storeRoot string, libs m
 			add(e)
 		}
 	}
-	// Libraries the file needs and only this tree or a dependency has,
-	// when it was linked without any runpath (CMake's default for
-	// programs linking the project's own shared library). A runpath the
-	// recipe chose ($ORIGIN/../lib, say) is left as it is.
+	// Libraries the file needs and only this tree or a dependency has but
+	// its runpath does not reach (CMake's default for programs linking the
+	// project's own shared library). An $ORIGIN entry the recipe chose
+	// that points at the library's directory in the merged install layout
+	// ($ORIGIN/../lib for a dependency's lib/) counts as reaching it.
 	for _, lib := range needed {
-		if len(old) > 0 {
-			break
-		}
 		loc, ok := libs[lib]
-		if !ok || resolvable(lib, entries, absDir) {
+		if !ok || resolvable(lib, entries, absDir) || intended(entries, dir, loc.dir) {
 			continue
 		}
 		add(origin(dir, loc.dir))
@@ -220,6 +218,17 @@ func resolvable(lib string, entries []string, absDir string) bool {
 	for _, e := range entries {
 		e = strings.Replace(e, "$ORIGIN", absDir, 1)
 		if _, err := os.Stat(filepath.Join(e, lib)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// intended reports whether an $ORIGIN-relative entry, read from dir in
+// the install layout, names libDir.
+func intended(entries []string, dir, libDir string) bool {
+	for _, e := range entries {
+		if rest, ok := strings.CutPrefix(e, "$ORIGIN"); ok && filepath.Clean(filepath.Join(dir, rest)) == filepath.Clean(libDir) {
 			return true
 		}
 	}
