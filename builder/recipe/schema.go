@@ -46,9 +46,9 @@ func (Source) JSONSchemaExtend(s *jsonschema.Schema) {
 		{"url", []string{"url", "sha256"}, []string{"url", "sha256", "mirrors", "strip"}},
 		{"git", []string{"git", "tag", "commit"}, []string{"git", "tag", "commit", "submodules"}},
 		{"apt", []string{"apt", "apt_version", "file", "sha256"}, []string{"apt", "apt_version", "file", "sha256", "strip"}},
-		{"local", []string{"local"}, []string{"local", "exclude"}},
+		{"local", []string{"local"}, []string{"local", "exclude", "include"}},
 	}
-	all := []string{"url", "sha256", "mirrors", "git", "tag", "commit", "submodules", "apt", "apt_version", "file", "local", "exclude", "strip"}
+	all := []string{"url", "sha256", "mirrors", "git", "tag", "commit", "submodules", "apt", "apt_version", "file", "local", "exclude", "include", "strip"}
 	for _, k := range kinds {
 		var foreign []*jsonschema.Schema
 		for _, f := range all {
