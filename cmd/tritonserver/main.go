@@ -182,8 +182,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))
 		if err != nil {
-			shutdownHTTP(context.Background(), servers, logger)
-			_ = mgr.Close(context.Background())
+			_ = shutdown(cfg.exitTimeout, servers, nil, mgr, logger)
 			return fmt.Errorf("starting GRPCInferenceService: %w", err)
 		}
 		ln = cfg.grpcLimits.Listener(ln)
@@ -215,48 +214,78 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	hs.Drain()
 	stopPoll()
 	<-pollDone
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.exitTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
+	var g *grpc.Server
 	if grpcServer != nil {
 		grpcSrv.Shutdown()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stopped := make(chan struct{})
-			go func() { grpcServer.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-sctx.Done():
-				logger.Warn("GRPC requests still running at the exit timeout; closing their connections")
-				grpcServer.Stop()
-			}
-		}()
+		g = grpcServer
 	}
-	shutdownHTTP(sctx, servers, logger)
-	wg.Wait()
-	if err := mgr.Close(sctx); err != nil {
-		logger.Warn("unloading models", "err", err)
-	}
-	logger.Info("shutdown complete")
-	return runErr
+	return errors.Join(runErr, shutdown(cfg.exitTimeout, servers, g, mgr, logger))
 }
 
-// shutdownHTTP stops the HTTP servers, waiting for their requests in flight
-// until ctx ends.
-func shutdownHTTP(ctx context.Context, servers []*http.Server, logger *slog.Logger) {
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.Shutdown(ctx); err != nil {
-				logger.Warn("HTTP shutdown", "err", err)
-				_ = s.Close()
-			}
-		}()
+// shutdown stops the frontends and unloads the models within timeout
+// (--exit-timeout-secs), whatever the models do. Requests in flight may
+// finish until a reserve before the end; then those still running are
+// answered with an error, which the frontends still send, instances that
+// do not return are left to the exiting process, and the connections
+// close. The error says when requests had to be cut off, so that the exit
+// status tells.
+func shutdown(timeout time.Duration, servers []*http.Server, g *grpc.Server, mgr *repository.Manager, logger *slog.Logger) error {
+	start := time.Now()
+	// The reserve covers answering the cut requests and closing the
+	// instances (scheduler.Close takes up to twice its grace after its
+	// deadline).
+	reserve := min(timeout/5, 2*time.Second)
+	exitCtx, cancelExit := context.WithDeadline(context.Background(), start.Add(timeout))
+	defer cancelExit()
+	drainCtx, cancelDrain := context.WithDeadline(context.Background(), start.Add(timeout-reserve))
+	defer cancelDrain()
+
+	frontends := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, s := range servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = s.Shutdown(exitCtx) // on timeout, closed below
+			}()
+		}
+		if g != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); g.GracefulStop() }()
+		}
+		wg.Wait()
+		close(frontends)
+	}()
+	var cut error
+	select {
+	case <-frontends:
+	case <-drainCtx.Done():
+		cut = fmt.Errorf("requests still running %s after the signal were answered with an error (--exit-timeout-secs=%d)", timeout-reserve, int(timeout/time.Second))
+		logger.Warn("requests still running at the exit timeout; answering them with an error", "exit-timeout-secs", timeout.Seconds())
 	}
-	wg.Wait()
+	if err := mgr.Close(drainCtx); err != nil {
+		logger.Warn("unloading models", "err", err)
+	}
+	select {
+	case <-frontends:
+	case <-exitCtx.Done():
+		logger.Warn("closing the connections still open at the exit timeout")
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		if g != nil {
+			g.Stop()
+		}
+		if cut == nil {
+			cut = fmt.Errorf("connections still open at the exit timeout were closed (--exit-timeout-secs=%d)", int(timeout/time.Second))
+		}
+	}
+	logger.Info("shutdown complete", "seconds", time.Since(start).Seconds())
+	if cut != nil {
+		return fmt.Errorf("shutdown: %w", cut)
+	}
+	return nil
 }
 
 // initialLoad loads the models the model control mode starts with: all of

@@ -10,7 +10,9 @@
 //	fake_delay_us  sleep this long per Execute call (simulated compute).
 //	fake_load_delay_us  sleep this long in NewInstance (a slow load); the
 //	               load's context ends the wait.
-//	fake_fail      "load": NewInstance fails; "execute": every Execute fails.
+//	fake_fail      "load": NewInstance fails; "execute": every Execute fails;
+//	               "hang": every Execute blocks, ignoring its context, until
+//	               Backend.Release (a forward that never returns).
 //
 // In linear mode a request whose first input element is -999 gets its own
 // error response, leaving the rest of its batch intact.
@@ -32,6 +34,8 @@ const FailValue = -999
 
 // Backend is the fake backend. The zero value is not usable; call New.
 type Backend struct {
+	hang    chan struct{} // closed by Release
+	release sync.Once
 	mu      sync.Mutex
 	batches map[string][]int // model name -> batch sizes executed, in order
 	loads   map[string]int   // model name -> instances created
@@ -39,8 +43,11 @@ type Backend struct {
 
 // New returns an empty fake backend.
 func New() *Backend {
-	return &Backend{batches: map[string][]int{}, loads: map[string]int{}}
+	return &Backend{batches: map[string][]int{}, loads: map[string]int{}, hang: make(chan struct{})}
 }
+
+// Release lets every hanging Execute (fake_fail "hang") return.
+func (b *Backend) Release() { b.release.Do(func() { close(b.hang) }) }
 
 // Batches returns the batch sizes (rows summed over requests) that instances
 // of model executed so far, in order.
@@ -109,6 +116,8 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, backend.Errorf(backend.Internal, "fake model %q: instance %d failed to load as configured", spec.Name, idx)
 	case "execute":
 		inst.failExec = true
+	case "hang":
+		inst.hang = true
 	}
 	b.mu.Lock()
 	b.loads[spec.Name]++
@@ -123,6 +132,7 @@ type instance struct {
 	k, n     int
 	delay    time.Duration
 	failExec bool
+	hang     bool
 }
 
 func (in *instance) Close() error { return nil }
@@ -147,6 +157,10 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 			t.Stop()
 			return nil, ctx.Err()
 		}
+	}
+	if in.hang {
+		<-in.be.hang
+		return nil, backend.Errorf(backend.Internal, "fake model %q: released from a hang", in.spec.Name)
 	}
 	if in.failExec {
 		return nil, backend.Errorf(backend.Internal, "fake model %q: execute failed as configured", in.spec.Name)

@@ -74,8 +74,8 @@ func (m *Manager) Poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.loadMu.Lock()
-	defer m.loadMu.Unlock()
+	m.pollMu.Lock()
+	defer m.pollMu.Unlock()
 	present := make(map[string]bool, len(names))
 	var errs []error
 	for _, name := range names {
@@ -99,7 +99,10 @@ func (m *Manager) Poll(ctx context.Context) error {
 		if e != nil {
 			m.log.Info("model changed in the repository, reloading", "model", name)
 		}
-		if err := m.load(ctx, name, nil); err != nil {
+		unlock := m.lockModel(name)
+		err = m.load(ctx, name, nil)
+		unlock()
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -113,7 +116,7 @@ func (m *Manager) Poll(ctx context.Context) error {
 	m.mu.RUnlock()
 	for _, name := range gone {
 		m.log.Info("model removed from the repository, unloading", "model", name)
-		if err := m.unload(ctx, name); err != nil {
+		if err := m.Unload(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 		m.mu.Lock()

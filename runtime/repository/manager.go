@@ -24,7 +24,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
@@ -79,6 +81,11 @@ type Options struct {
 	// (--max-config-size): config.pbtxt and the load API's override. 0
 	// means DefaultMaxConfigSize.
 	MaxConfigSize int64
+	// UnloadTimeout bounds how long an unload waits for the requests a
+	// model accepted (the rest are answered with an error); 0 means
+	// DefaultUnloadTimeout. Server shutdown has its own bound, the context
+	// given to Close.
+	UnloadTimeout time.Duration
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -86,6 +93,10 @@ type Options struct {
 // DefaultMaxResponseSize is the default of Options.MaxResponseSize: 1 GiB,
 // half of what one gRPC message can carry.
 const DefaultMaxResponseSize = 1 << 30
+
+// DefaultUnloadTimeout is the default of Options.UnloadTimeout, Triton's
+// default --exit-timeout-secs.
+const DefaultUnloadTimeout = 30 * time.Second
 
 // DefaultMaxConfigSize is the default of Options.MaxConfigSize: 16 MiB,
 // room for a hundred thousand parameters.
@@ -129,7 +140,26 @@ type Manager struct {
 	mu     sync.RWMutex
 	models map[string]*modelEntry
 
-	loadMu sync.Mutex // serializes Load/Unload so reloads do not interleave
+	// locks serialize the loads and unloads of one model, so that reloads
+	// do not interleave, while other models load beside it: a model stuck
+	// unloading holds only its own lock. Entries exist only for names that
+	// have a model directory.
+	locksMu sync.Mutex
+	locks   map[string]*sync.Mutex
+	pollMu  sync.Mutex // one Poll at a time
+}
+
+// lockModel takes the lock of model name and returns its release.
+func (m *Manager) lockModel(name string) func() {
+	m.locksMu.Lock()
+	l := m.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[name] = l
+	}
+	m.locksMu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // New returns a Manager; it loads nothing until LoadAll or Load.
@@ -150,13 +180,24 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}}, nil
+	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}, locks: map[string]*sync.Mutex{}}, nil
 }
 
-// Scan lists the model names in the repositories, sorted. The same name in
-// two repositories is an error.
+// DuplicateError is a model name found in more than one repository: that
+// model cannot load, the others can.
+type DuplicateError struct {
+	Name         string
+	Repositories []string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("model '%s' appears in %d repositories (%s); rename or remove all but one", e.Name, len(e.Repositories), strings.Join(e.Repositories, ", "))
+}
+
+// Scan lists the model names in the repositories, sorted, duplicates
+// included (find reports them as *DuplicateError).
 func (m *Manager) Scan() ([]string, error) {
-	where := map[string]string{}
+	seen := map[string]bool{}
 	for _, repo := range m.opts.Repositories {
 		ents, err := os.ReadDir(repo)
 		if err != nil {
@@ -166,14 +207,11 @@ func (m *Manager) Scan() ([]string, error) {
 			if !isDir(filepath.Join(repo, e.Name())) || e.Name()[0] == '.' {
 				continue
 			}
-			if prev, dup := where[e.Name()]; dup {
-				return nil, fmt.Errorf("model '%s' appears in two repositories: %s and %s", e.Name(), prev, repo)
-			}
-			where[e.Name()] = repo
+			seen[e.Name()] = true
 		}
 	}
-	names := make([]string, 0, len(where))
-	for n := range where {
+	names := make([]string, 0, len(seen))
+	for n := range seen {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -220,15 +258,20 @@ func (m *Manager) Load(ctx context.Context, name string) error {
 // of config.pbtxt for this load (the "config" parameter of Triton's load
 // request).
 func (m *Manager) LoadModel(ctx context.Context, name string, configJSON []byte) error {
-	m.loadMu.Lock()
-	defer m.loadMu.Unlock()
+	if _, err := m.find(name); err != nil {
+		// Nothing to load: no lock, and (for a name nobody knows) no index
+		// entry either.
+		m.recordFindFailure(name, err)
+		return err
+	}
+	defer m.lockModel(name)()
 	return m.load(ctx, name, configJSON)
 }
 
 func (m *Manager) load(ctx context.Context, name string, configJSON []byte) error {
 	dir, err := m.find(name)
 	if err != nil {
-		m.setModelFailure(name, err, "")
+		m.recordFindFailure(name, err)
 		return err
 	}
 	// The stamp is taken before reading anything, so that a change made
@@ -288,10 +331,15 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte) erro
 		}
 		fresh.versions[v] = &versionEntry{state: Ready, model: mod}
 	}
-	for v, ve := range fresh.versions {
-		if !slices.Contains(versions, v) && ve.model != nil {
-			retire = append(retire, ve.model)
-			delete(fresh.versions, v)
+	// Versions the policy no longer selects retire only once every
+	// selected one loaded: a broken new version leaves the versions that
+	// serve serving (Triton's lifecycle), until a load succeeds.
+	if len(errs) == 0 {
+		for v, ve := range fresh.versions {
+			if !slices.Contains(versions, v) && ve.model != nil {
+				retire = append(retire, ve.model)
+				delete(fresh.versions, v)
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -304,6 +352,17 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte) erro
 		m.log.Info("model version ready", "model", name, "version", v)
 	}
 	return errors.Join(errs...)
+}
+
+// recordFindFailure records why a model's directory could not be used: a
+// name in two repositories makes that model unavailable with the reason; a
+// name with no directory (or an invalid one) leaves the index and the
+// readiness as they were, since there is no model to report on.
+func (m *Manager) recordFindFailure(name string, err error) {
+	var dup *DuplicateError
+	if errors.As(err, &dup) {
+		m.setModelFailure(name, err, "")
+	}
 }
 
 func (m *Manager) setModelFailure(name string, err error, stamp string) {
@@ -322,9 +381,22 @@ func (m *Manager) setModelFailure(name string, err error, stamp string) {
 // requests until ctx ends. The model stays in the index as UNAVAILABLE
 // with reason "unloaded".
 func (m *Manager) Unload(ctx context.Context, name string) error {
-	m.loadMu.Lock()
-	defer m.loadMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.unloadTimeout())
+	defer cancel()
+	m.mu.RLock()
+	known := m.models[name] != nil
+	m.mu.RUnlock()
+	if known {
+		defer m.lockModel(name)()
+	}
 	return m.unload(ctx, name)
+}
+
+func (m *Manager) unloadTimeout() time.Duration {
+	if m.opts.UnloadTimeout > 0 {
+		return m.opts.UnloadTimeout
+	}
+	return DefaultUnloadTimeout
 }
 
 func (m *Manager) unload(ctx context.Context, name string) error {
@@ -358,7 +430,9 @@ func (m *Manager) unload(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// Close unloads every model.
+// Close unloads every model, all at once, within ctx (see
+// scheduler.Scheduler.Close for what happens to requests still running
+// when it ends).
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.RLock()
 	names := make([]string, 0, len(m.models))
@@ -366,12 +440,16 @@ func (m *Manager) Close(ctx context.Context) error {
 		names = append(names, n)
 	}
 	m.mu.RUnlock()
-	var errs []error
-	for _, n := range names {
-		if err := m.Unload(ctx, n); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.Unload(ctx, n)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -423,23 +501,30 @@ func (m *Manager) Versions(name string) (vs []VersionStatus, reason string, ok b
 	return vs, e.reason, true
 }
 
-// Ready reports whether every known model has at least one version and all
-// its versions are READY (versions explicitly unloaded excepted): Triton's
-// strict readiness.
+// Ready reports whether every known model can serve: it has a READY
+// version whose instances are all healthy, or was unloaded on purpose
+// (Triton's strict readiness). A model whose reload failed while an
+// earlier version serves counts as ready.
 func (m *Manager) Ready() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for _, e := range m.models {
-		if e.reason != "" || len(e.versions) == 0 {
+		if !e.ready() {
 			return false
-		}
-		for _, ve := range e.versions {
-			if ve.state != Ready && ve.reason != "unloaded" {
-				return false
-			}
 		}
 	}
 	return true
+}
+
+func (e *modelEntry) ready() bool {
+	unloaded := len(e.versions) > 0
+	for _, ve := range e.versions {
+		if ve.state == Ready && ve.model.Scheduler.Healthy() == nil {
+			return true
+		}
+		unloaded = unloaded && ve.reason == "unloaded"
+	}
+	return unloaded && e.reason == ""
 }
 
 // Models returns every READY model version, by name then version.
@@ -532,7 +617,11 @@ func (m *Manager) find(name string) (string, error) {
 		}
 		return abs, nil
 	}
-	return "", fmt.Errorf("model '%s' appears in two repositories: %s and %s", name, filepath.Dir(found[0]), filepath.Dir(found[1]))
+	dup := &DuplicateError{Name: name}
+	for _, p := range found {
+		dup.Repositories = append(dup.Repositories, filepath.Base(filepath.Dir(p)))
+	}
+	return "", backend.Errorf(backend.Unavailable, "%w", dup)
 }
 
 func (m *Manager) maxResponse() int64 {

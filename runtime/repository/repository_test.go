@@ -189,16 +189,6 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 	}
 }
 
-func TestDuplicateModelAcrossRepositories(t *testing.T) {
-	a, b := t.TempDir(), t.TempDir()
-	writeModel(t, a, "m", linearCfg, []string{"1"})
-	writeModel(t, b, "m", linearCfg, []string{"1"})
-	m := newManager(t, fake.New(), true, a, b)
-	if err := m.LoadAll(context.Background()); err == nil || !strings.Contains(err.Error(), "two repositories") {
-		t.Fatalf("want duplicate error, got %v", err)
-	}
-}
-
 func TestSpecFromConfig(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "m", linearCfg+`

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,25 @@ type Scheduler struct {
 	idleMu   sync.Mutex
 	idle     []chan *job
 	handoffs []chan *job
+
+	// running holds, per instance, the batch its worker is executing, so
+	// that Close can answer it when the instance does not return.
+	running []*slot
+}
+
+// slot is one worker's executing batch. Once Close abandons it, the jobs
+// belong to Close and the worker drops whatever its instance returns.
+type slot struct {
+	mu        sync.Mutex
+	batch     []*job
+	abandoned bool
+}
+
+// HealthReporter is implemented by instances that can tell they cannot
+// serve (a python stub that crashed and failed to restart, a forward stuck
+// past its timeout). Healthy returns nil while the instance can serve.
+type HealthReporter interface {
+	Healthy() error
 }
 
 // New creates cfg.Instances instances of spec with be, runs the warmup
@@ -131,13 +151,13 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	for i := 0; i < cfg.Instances; i++ {
 		inst, err := be.NewInstance(ctx, spec, i)
 		if err != nil {
-			s.closeInstances()
+			_ = closeInstances(spec.Name, s.instances)
 			return nil, fmt.Errorf("creating instance %d of %s: %w", i, spec.Name, err)
 		}
 		s.instances = append(s.instances, inst)
 		for _, w := range cfg.Warmup {
 			if err := runWarmup(ctx, inst, &w); err != nil {
-				s.closeInstances()
+				_ = closeInstances(spec.Name, s.instances)
 				return nil, fmt.Errorf("warmup %q on instance %d of %s: %w", w.Name, i, spec.Name, err)
 			}
 		}
@@ -146,13 +166,14 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	// decides whether the request is still wanted, not whether a batch that
 	// also serves other requests may finish.
 	s.execCtx, s.cancel = context.WithCancel(context.Background())
-	for _, inst := range s.instances {
+	for i, inst := range s.instances {
 		// Room for two: a worker that took a queued job while being popped
 		// from the idle stack may be popped again before it drains the first.
 		mine := make(chan *job, 2)
 		s.handoffs = append(s.handoffs, mine)
+		s.running = append(s.running, &slot{})
 		s.workers.Add(1)
-		go s.work(inst, mine)
+		go s.work(inst, mine, s.running[i])
 	}
 	return s, nil
 }
@@ -325,7 +346,7 @@ func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 
 // work is one instance's loop: take the oldest request, gather more while
 // the dynamic batcher allows, execute, answer.
-func (s *Scheduler) work(inst backend.Instance, mine chan *job) {
+func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 	defer s.workers.Done()
 	maxRows := max(s.cfg.MaxBatchSize, 1)
 	batch := make([]*job, 0, min(maxRows, 64))
@@ -389,7 +410,9 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job) {
 		for _, j := range batch {
 			reqs = append(reqs, j.req)
 		}
-		s.execute(inst, batch, reqs, rows)
+		if !s.execute(inst, batch, reqs, rows, run) {
+			return // Close gave up on this instance and answered the batch
+		}
 		clear(batch)
 		clear(reqs)
 	}
@@ -407,14 +430,26 @@ func (s *Scheduler) take(j *job) bool {
 	return true
 }
 
-func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int) {
+// execute runs one batch and answers its jobs. It returns false when Close
+// abandoned the batch meanwhile (the jobs were answered there).
+func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int, run *slot) bool {
 	t0 := time.Now()
 	for _, j := range batch {
 		s.stats.queue.add(t0.Sub(j.start))
 	}
+	run.mu.Lock()
+	run.batch = batch
+	run.mu.Unlock()
 	t1 := time.Now()
 	resps, err := inst.Execute(s.execCtx, reqs)
 	t2 := time.Now()
+	run.mu.Lock()
+	abandoned := run.abandoned
+	run.batch = nil
+	run.mu.Unlock()
+	if abandoned {
+		return false
+	}
 	if err == nil && len(resps) != len(reqs) {
 		err = backend.Errorf(backend.Internal, "backend returned %d responses for %d requests of model '%s'", len(resps), len(reqs), s.cfg.Name)
 	}
@@ -427,7 +462,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			s.stats.fail.add(t2.Sub(j.start))
 			s.finish(j, nil, err)
 		}
-		return
+		return true
 	}
 	in, infer := t1.Sub(t0), t2.Sub(t1)
 	s.stats.executed(rows, len(batch), in, infer, t2)
@@ -445,10 +480,19 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 		s.finish(j, r, nil)
 	}
 	s.stats.output(rows, len(batch), time.Since(t2))
+	return true
 }
 
+// closeGrace is how long Close still waits, after ctx ended, for workers
+// to return from a cancelled execution and for instances to close.
+const closeGrace = 250 * time.Millisecond
+
 // Close stops accepting requests, waits until the accepted ones are answered
-// (or ctx ends), stops the workers and closes the instances.
+// (or ctx ends), stops the workers and closes the instances. When ctx ends
+// first, it returns within closeGrace whatever the instances do: requests
+// still executing are answered with an Unavailable error (their instance
+// is left as it is, since it cannot be freed while it runs), queued ones
+// too, and instances that do not close in time are left to the process.
 func (s *Scheduler) Close(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
@@ -466,7 +510,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		}
 		s.cancel()
 		close(s.stop)
-		s.workers.Wait()
+		stuck := s.waitWorkers(ctx)
 		// Requests still queued or handed off after a timed-out drain get
 		// an answer.
 		unloaded := func(j *job) {
@@ -484,20 +528,102 @@ func (s *Scheduler) Close(ctx context.Context) error {
 				break
 			}
 		}
-		if cerr := s.closeInstances(); cerr != nil && err == nil {
-			err = cerr
-		}
+		err = errors.Join(err, s.closeInstancesWithin(ctx, stuck))
 	})
 	return err
 }
 
-func (s *Scheduler) closeInstances() error {
-	var errs []error
-	for i, inst := range s.instances {
-		if err := inst.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing instance %d of %s: %w", i, s.cfg.Name, err))
+// waitWorkers waits for the workers to stop, until ctx ends and closeGrace
+// more. It then abandons the batches still executing, answering their
+// requests, and returns which instances never came back.
+func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
+	done := make(chan struct{})
+	go func() { s.workers.Wait(); close(done) }()
+	stuck := make([]bool, len(s.running))
+	select {
+	case <-done:
+		return stuck
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+		return stuck
+	case <-time.After(closeGrace):
+	}
+	for i, run := range s.running {
+		run.mu.Lock()
+		batch := run.batch
+		if batch != nil {
+			run.abandoned = true
+			run.batch = nil
+			stuck[i] = true
+		}
+		run.mu.Unlock()
+		for _, j := range batch {
+			s.stats.fail.add(time.Since(j.start))
+			s.finish(j, nil, backend.Errorf(backend.Unavailable,
+				"model '%s' version %d was unloaded while this request was executing on instance %d, which did not return in time", s.cfg.Name, s.cfg.Version, i))
 		}
 	}
-	s.instances = nil
+	return stuck
+}
+
+// closeInstancesWithin closes the instances that are not stuck, waiting
+// until ctx ends (and closeGrace more) for them.
+func (s *Scheduler) closeInstancesWithin(ctx context.Context, stuck []bool) error {
+	closing := slices.Clone(s.instances)
+	for i := range closing {
+		if i < len(stuck) && stuck[i] {
+			closing[i] = nil // still executing: freeing it now would pull memory from under it
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- closeInstances(s.cfg.Name, closing) }()
+	var left error
+	for i, st := range stuck {
+		if st {
+			left = errors.Join(left, fmt.Errorf("instance %d of %s did not return from its execution; it is left running", i, s.cfg.Name))
+		}
+	}
+	select {
+	case err := <-done:
+		return errors.Join(left, err)
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return errors.Join(left, err)
+	case <-time.After(closeGrace):
+		return errors.Join(left, fmt.Errorf("closing the instances of %s: not done at the unload deadline; left to finish in the background", s.cfg.Name))
+	}
+}
+
+// Healthy returns nil when every instance can serve, else the first
+// instance's reason (see HealthReporter).
+func (s *Scheduler) Healthy() error {
+	if s.closed.Load() {
+		return nil // unloading: the repository reports that state
+	}
+	for i, inst := range s.instances {
+		if h, ok := inst.(HealthReporter); ok {
+			if err := h.Healthy(); err != nil {
+				return fmt.Errorf("instance %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// closeInstances closes every non-nil instance of insts.
+func closeInstances(model string, insts []backend.Instance) error {
+	var errs []error
+	for i, inst := range insts {
+		if inst == nil {
+			continue
+		}
+		if err := inst.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing instance %d of %s: %w", i, model, err))
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
@@ -73,6 +76,10 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	if err != nil {
 		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 	}
+	timeout, err := secondsParam(spec.Parameters, ParamExecuteTimeout)
+	if err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
+	}
 
 	if err := b.prepareProcess(ctx, where, spec, inter); err != nil {
 		return nil, err
@@ -92,6 +99,7 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %w", where, modelPath(spec), err)
 	}
 	inst.close = mod.Close
+	inst.timeout = timeout
 	return inst, nil
 }
 
@@ -163,6 +171,53 @@ type instance struct {
 	ok      []*prepared   // the requests that passed validation
 	groups  [][]*prepared // the current Execute's forwards
 	allOuts []int         // every config output, for requests naming none (read only)
+	// timeout bounds one forward (ParamExecuteTimeout; 0: none). stuck is
+	// set once a forward outlived it: that forward still holds the module.
+	timeout time.Duration
+	stuck   atomic.Bool
+}
+
+// errStuck is what a retired instance answers.
+func (in *instance) errStuck() error {
+	return backend.Errorf(backend.Unavailable, "model %q: an earlier forward() of this instance ran past %s (%s) and still runs; reload the model", in.name, in.timeout, ParamExecuteTimeout)
+}
+
+// Healthy reports the instance as unable to serve once a forward outlived
+// the execute timeout.
+func (in *instance) Healthy() error {
+	if in.stuck.Load() {
+		return in.errStuck()
+	}
+	return nil
+}
+
+// forward runs one forward(), bounded by the execute timeout when there is
+// one. On timeout the forward keeps running on its own goroutine (libtorch
+// cannot be interrupted; its inputs stay pinned until it returns) and the
+// instance is retired.
+func (in *instance) forward(args []backend.Tensor) ([]backend.Tensor, error) {
+	if in.timeout <= 0 {
+		return in.fwd.Forward(args)
+	}
+	type result struct {
+		res []backend.Tensor
+		err error
+	}
+	done := make(chan result, 1)
+	own := slices.Clone(args) // the caller clears args when it returns
+	go func() {
+		res, err := in.fwd.Forward(own)
+		done <- result{res, err}
+	}()
+	t := time.NewTimer(in.timeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-t.C:
+		in.stuck.Store(true)
+		return nil, backend.Errorf(backend.Unavailable, "model %q: forward() did not return within %s (%s); the instance is retired", in.name, in.timeout, ParamExecuteTimeout)
+	}
 }
 
 func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, required, declaredOutputs int) (*instance, error) {
@@ -197,10 +252,15 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 	return inst, nil
 }
 
-// Close frees the module; calling it again is harmless.
+// Close frees the module; calling it again is harmless. A retired
+// instance's module is still in use by its forward and is not freed.
 func (in *instance) Close() error {
 	if in.close == nil {
 		return nil
+	}
+	if in.stuck.Load() {
+		in.close = nil
+		return fmt.Errorf("model %q: instance left loaded: a forward() past %s still runs", in.name, ParamExecuteTimeout)
 	}
 	c := in.close
 	in.close = nil
@@ -371,6 +431,9 @@ func shapeMatches(got, want []int64) bool {
 // Execute validates every request on its own (a bad request fails alone),
 // groups the rest into forwards and splits the results back.
 func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	if in.stuck.Load() {
+		return nil, in.errStuck()
+	}
 	resps := make([]*backend.Response, len(reqs))
 	for len(in.prep) < len(reqs) {
 		in.prep = append(in.prep, prepared{})
@@ -393,6 +456,12 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		in.ok = ok[:0]
 	}()
 	for _, g := range in.group(ok) {
+		if in.stuck.Load() {
+			for _, p := range g {
+				resps[p.req] = &backend.Response{Err: in.errStuck()}
+			}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			for _, p := range g {
 				resps[p.req] = &backend.Response{Err: backend.Errorf(backend.Unavailable, "model %q: %w", in.name, err)}
@@ -475,7 +544,7 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 			args[pos] = backend.Tensor{Name: first.Name, DataType: first.DataType, Shape: shape, Data: buf}
 		}
 	}
-	res, err := in.fwd.Forward(args)
+	res, err := in.forward(args)
 	for pos := range args {
 		args[pos] = backend.Tensor{} // keep no references to request data
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
@@ -19,6 +20,12 @@ const (
 	// ParamInferenceMode ("true"/"false", default true) chooses
 	// c10::InferenceMode over NoGradGuard during forward.
 	ParamInferenceMode = "INFERENCE_MODE"
+	// ParamExecuteTimeout (seconds, default none) bounds one forward():
+	// past it the batch fails and the instance, whose thread cannot be
+	// interrupted, is retired: it answers every later request with an
+	// error and reports itself unhealthy, so the model is not ready until
+	// it is reloaded.
+	ParamExecuteTimeout = "EXECUTE_TIMEOUT_SECS"
 	// ConfigOpLibraries is the --backend-config=pytorch,<key>=<list> key
 	// naming op libraries every pytorch model needs, separated by
 	// filepath.ListSeparator.
@@ -248,6 +255,19 @@ func threadParam(params map[string]string, key string) (int, error) {
 		return 0, fmt.Errorf("parameter %s: want a positive integer, got %q", key, v)
 	}
 	return n, nil
+}
+
+// secondsParam reads a positive number of seconds; 0 when absent.
+func secondsParam(params map[string]string, key string) (time.Duration, error) {
+	v, ok := params[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f <= 0 || f > 1e6 {
+		return 0, fmt.Errorf("parameter %s: want a positive number of seconds, got %q", key, v)
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // boolParam reads a "true"/"false" model parameter (any case, also 1/0);

@@ -1,0 +1,189 @@
+package repository
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
+)
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withFile is linearCfg naming a model file, so that a version directory
+// without it fails to load.
+const withFile = linearCfg + `default_model_filename: "model.bin"
+`
+
+// TestFailedNewVersionKeepsServing is issue 17's case 6: version 1
+// serving, a broken version 2 appearing retired version 1 (503 "no
+// available versions"), in poll mode and on an explicit load. Version 1
+// keeps serving, the failure is in the index, and the model counts as
+// ready; once version 2 is fixed it replaces version 1.
+func TestFailedNewVersionKeepsServing(t *testing.T) {
+	for _, mode := range []string{"poll", "explicit"} {
+		t.Run(mode, func(t *testing.T) {
+			root := t.TempDir()
+			writeModel(t, root, "m", withFile, []string{"1"}, "model.bin")
+			mgr := newManager(t, fake.New(), true, root)
+			ctx := context.Background()
+			if err := mgr.LoadAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(root, "m", "2"), 0o755); err != nil { // no model.bin
+				t.Fatal(err)
+			}
+			var err error
+			if mode == "poll" {
+				err = mgr.Poll(ctx)
+			} else {
+				err = mgr.Load(ctx, "m")
+			}
+			if err == nil || !strings.Contains(err.Error(), "version 2") {
+				t.Fatalf("loading the broken version 2: %v", err)
+			}
+			if mod, err := mgr.Get("m", -1); err != nil || mod.Version != 1 {
+				t.Fatalf("after the failed load: %v %v; want version 1 serving", mod, err)
+			}
+			if !mgr.Ready() {
+				t.Error("not ready while version 1 serves")
+			}
+			var v2 *IndexEntry
+			for _, e := range mgr.Index(false) {
+				if e.Name == "m" && e.Version == "2" {
+					v2 = &e
+				}
+			}
+			if v2 == nil || v2.State != Unavailable || !strings.Contains(v2.Reason, "model file") {
+				t.Errorf("index entry of version 2: %+v", v2)
+			}
+			writeFile(t, filepath.Join(root, "m", "2", "model.bin"), "x")
+			if mode == "poll" {
+				err = mgr.Poll(ctx)
+			} else {
+				err = mgr.Load(ctx, "m")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readyVersions(mgr, "m"); len(got) != 1 || got[0] != 2 {
+				t.Errorf("after fixing version 2: ready %v, want [2]", got)
+			}
+		})
+	}
+}
+
+// TestFailedLoadOfAbsentModel is the rest of case 6: loading a model that
+// has no directory left an index entry and made the server not ready.
+func TestFailedLoadOfAbsentModel(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "m", linearCfg, []string{"1"})
+	mgr := newManager(t, fake.New(), true, root)
+	if err := mgr.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := mgr.Index(false)
+	if err := mgr.LoadModel(context.Background(), "nope", nil); err == nil {
+		t.Fatal("loading an absent model succeeded")
+	}
+	after := mgr.Index(false)
+	if len(after) != len(before) {
+		t.Errorf("index grew from %v to %v", before, after)
+	}
+	if !mgr.Ready() {
+		t.Error("a failed load of an absent model made the server not ready")
+	}
+}
+
+// TestDuplicateNameOnlyThatModel is issue 17's case 7: one name in two
+// repositories stopped every model from loading (index [], no reason).
+// The other models load; the duplicated one is UNAVAILABLE with the
+// reason in the index, naming no absolute path.
+func TestDuplicateNameOnlyThatModel(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeModel(t, a, "dup", linearCfg, []string{"1"})
+	writeModel(t, b, "dup", linearCfg, []string{"1"})
+	writeModel(t, a, "ok", linearCfg, []string{"1"})
+	mgr := newManager(t, fake.New(), true, a, b)
+	err := mgr.LoadAll(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "model 'dup' appears in 2 repositories") {
+		t.Fatalf("LoadAll: %v", err)
+	}
+	if _, err := mgr.Get("ok", -1); err != nil {
+		t.Errorf("the other model did not load: %v", err)
+	}
+	var dup *IndexEntry
+	for _, e := range mgr.Index(false) {
+		if e.Name == "dup" {
+			dup = &e
+		}
+	}
+	if dup == nil || dup.State != Unavailable || !strings.Contains(dup.Reason, "appears in 2 repositories") || strings.Contains(dup.Reason, a) {
+		t.Errorf("index entry of the duplicate: %+v", dup)
+	}
+}
+
+// TestStuckUnloadDoesNotBlockOtherLoads is part of issue 17's case 5:
+// unloading a model whose instance never returns held the one load lock,
+// so loading any other model hung too. The unload ends at its bound,
+// answering the stuck request with an error, and other models load
+// meanwhile.
+func TestStuckUnloadDoesNotBlockOtherLoads(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "stuck", linearCfg+`parameters { key: "fake_fail" value { string_value: "hang" } }`, []string{"1"})
+	writeModel(t, root, "other", linearCfg, []string{"1"})
+	be := fake.New()
+	defer be.Release()
+	mgr, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, UnloadTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := mgr.Load(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	mod := mustGet(t, mgr, "stuck")
+	inferred := make(chan error, 1)
+	go func() { _, _, err := mgr.Infer(ctx, mod, -1, oneRow(), time.Now()); inferred <- err }()
+	time.Sleep(100 * time.Millisecond) // the request is executing
+	unloaded := make(chan error, 1)
+	start := time.Now()
+	go func() { unloaded <- mgr.Unload(ctx, "stuck") }()
+	time.Sleep(50 * time.Millisecond)
+	if err := mgr.Load(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Errorf("loading another model waited %s for the stuck unload", d)
+	}
+	select {
+	case err := <-unloaded:
+		if err == nil || !strings.Contains(err.Error(), "did not return") {
+			t.Errorf("unload of the stuck model: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unload of a stuck instance never ended")
+	}
+	select {
+	case err := <-inferred:
+		if status.Code(err) != backend.Unavailable {
+			t.Errorf("the stuck request: %v, want Unavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stuck request was never answered")
+	}
+	_ = mgr.Close(ctx)
+}
