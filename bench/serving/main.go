@@ -540,18 +540,21 @@ func run(o options) (int, error) {
 			return nil
 		}
 	}
+	// Cases that a goal compares run next to each other, so that the
+	// machine's slower swings hit both alike (see paired).
+	jsonCheck := func(b []byte) error {
+		if !bytes.Contains(b, []byte(`"OUTPUT__0"`)) {
+			return fmt.Errorf("triton-json: unexpected response %q", b)
+		}
+		return nil
+	}
 	targets := []target{
 		{name: "floor-json", url: floor, body: jsonBody},
-		{name: "floor-bin", url: floor, body: binBody, header: binHdr},
+		{name: "triton-json", url: infer, body: jsonBody, check: jsonCheck},
 		{name: "floor+fwd-json", url: floorFwd(1), body: jsonBody, only1: true},
-		{name: "floor+fwd-bin", url: floorFwd(1), body: binBody, header: binHdr, only1: true},
-		{name: "triton-json", url: infer, body: jsonBody, check: func(b []byte) error {
-			if !bytes.Contains(b, []byte(`"OUTPUT__0"`)) {
-				return fmt.Errorf("triton-json: unexpected response %q", b)
-			}
-			return nil
-		}},
+		{name: "floor-bin", url: floor, body: binBody, header: binHdr},
 		{name: "triton-bin", url: infer, body: binBody, header: binHdr, check: binCheck("triton-bin", 4*outputs)},
+		{name: "floor+fwd-bin", url: floorFwd(1), body: binBody, header: binHdr, only1: true},
 		{name: "triton-grpc", request: gb.infer},
 		{name: "floor+fwd-bin8", url: floorFwd(8), body: binBody8, header: binHdr8, only1: true},
 		{name: "triton-bin8", url: infer, body: binBody8, header: binHdr8, check: binCheck("triton-bin8", 8*4*outputs), only1: true},
@@ -651,24 +654,25 @@ func run(o options) (int, error) {
 	}
 	for _, c := range o.conc {
 		for _, kind := range []string{"json", "bin"} {
-			tr, fl := med["triton-"+kind][c], med["floor-"+kind][c]
-			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f", c, kind, tr.throughput/fl.throughput)
+			tr, fl := results["triton-"+kind][c], results["floor-"+kind][c]
+			ratio := paired(tr, fl, throughputRatio)
+			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f", c, kind, ratio)
 			if c == 1 {
-				fc := med["floor+fwd-"+kind][1]
-				over := us(tr.p50) - us(fc.p50)
-				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, us(tr.p50)-us(fl.p50)-us(compute))
+				over := paired(tr, results["floor+fwd-"+kind][1], p50Over)
+				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, paired(tr, fl, p50Over)-us(compute))
 				goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, in-process", measured: over, limit: 10, atMost: true, unit: "us"})
 			}
 			fmt.Println(line)
 			if c == maxConc && c > 1 && kind == "bin" {
-				goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, in-process", c), measured: tr.throughput / fl.throughput, limit: 0.85})
+				goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, in-process", c), measured: ratio, limit: 0.85})
 			}
 		}
 		g, b := med["triton-grpc"][c], med["triton-bin"][c]
+		gr := paired(results["triton-grpc"][c], results["triton-bin"][c], throughputRatio)
 		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
-			c, g.throughput/b.throughput, us(g.p50), us(b.p50))
+			c, gr, us(g.p50), us(b.p50))
 		if c == maxConc && c > 1 {
-			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput, in-process", c), measured: g.throughput / b.throughput, limit: 1})
+			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput, in-process", c), measured: gr, limit: 1})
 		}
 	}
 	fmt.Println()
@@ -708,15 +712,18 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 	infer := func(m string) string { return tritonURL + "/v2/models/" + m + "/infer" }
 	cases := func(c int) []wrkCase {
 		m := o.modelFor(c)
+		// Compared cases next to each other, as in the in-process rounds.
 		cs := []wrkCase{
 			{name: "floor-json", url: floorURL, body: jsonBody},
-			{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
 			{name: "triton-json", url: infer(m), body: jsonBody},
-			{name: "triton-bin", url: infer(m), body: binBody, header: binHdr},
 		}
 		if c == 1 {
-			cs = append(cs, wrkCase{name: "floor+fwd-json", url: floorURL + "/forward1", body: jsonBody},
-				wrkCase{name: "floor+fwd-bin", url: floorURL + "/forward1", body: binBody, header: binHdr})
+			cs = append(cs, wrkCase{name: "floor+fwd-json", url: floorURL + "/forward1", body: jsonBody})
+		}
+		cs = append(cs, wrkCase{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
+			wrkCase{name: "triton-bin", url: infer(m), body: binBody, header: binHdr})
+		if c == 1 {
+			cs = append(cs, wrkCase{name: "floor+fwd-bin", url: floorURL + "/forward1", body: binBody, header: binHdr})
 		}
 		return cs
 	}
@@ -789,17 +796,19 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 	var goals []goal
 	maxConc := slices.Max(o.conc)
 	for _, kind := range []string{"json", "bin"} {
-		if tr, ok := med["wrk triton-"+kind][1]; ok {
-			over := us(tr.p50) - us(med["wrk floor+fwd-"+kind][1].p50)
+		if tr, ok := res["wrk triton-"+kind][1]; ok {
+			over := paired(tr, res["wrk floor+fwd-"+kind][1], p50Over)
 			fmt.Printf("wrk conc 1 %s: p50 over floor+fwd %+.1f us\n", kind, over)
 			goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, wrk", measured: over, limit: 20, atMost: true, unit: "us"})
 		}
 	}
 	if maxConc > 1 {
-		tb, fb := med["wrk triton-bin"][maxConc], med["wrk floor-bin"][maxConc]
-		goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, wrk", maxConc), measured: tb.throughput / fb.throughput, limit: 0.75})
-		if g, ok := med["ghz triton-grpc"][maxConc]; ok {
-			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC (ghz) / HTTP binary (wrk) throughput", maxConc), measured: g.throughput / tb.throughput, limit: 1})
+		tb := res["wrk triton-bin"][maxConc]
+		wr := paired(tb, res["wrk floor-bin"][maxConc], throughputRatio)
+		fmt.Printf("wrk conc %d bin: throughput triton/floor %.2f\n", maxConc, wr)
+		goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, wrk", maxConc), measured: wr, limit: 0.75})
+		if g, ok := res["ghz triton-grpc"][maxConc]; ok {
+			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC (ghz) / HTTP binary (wrk) throughput", maxConc), measured: paired(g, tb, throughputRatio), limit: 1})
 		}
 	}
 	for _, c := range o.conc {
@@ -813,6 +822,27 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// paired is the median over rounds of f of two cases' results in the same
+// round. The two ran next to each other, so a change in what else the
+// machine runs, which takes seconds, hits both; a ratio of medians taken
+// over the whole run would not cancel it.
+func paired(a, b []result, f func(a, b result) float64) float64 {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return math.NaN()
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = f(a[i], b[i])
+	}
+	slices.Sort(v)
+	return v[n/2]
+}
+
+func throughputRatio(a, b result) float64 { return a.throughput / b.throughput }
+
+func p50Over(a, b result) float64 { return us(a.p50) - us(b.p50) }
 
 // median takes the median of each figure over rounds independently.
 func median(rs []result) result {
