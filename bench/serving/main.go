@@ -283,10 +283,10 @@ func echoBody(w http.ResponseWriter, r *http.Request, b []byte) {
 // forward runs right after the request's HTTP work, as in the server,
 // rather than back to back in a tight loop.
 type floorForward struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // one forward at a time on inst
 	inst  backend.Instance
 	reqs  map[int][]*backend.Request
-	times map[int][]time.Duration // each forward's wall time, by rows
+	times execTimes // each forward's wall time, by rows
 }
 
 func newFloorForward(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, rows ...int) (*floorForward, error) {
@@ -294,7 +294,7 @@ func newFloorForward(ctx context.Context, be backend.Backend, spec *backend.Mode
 	if err != nil {
 		return nil, err
 	}
-	f := &floorForward{inst: inst, reqs: map[int][]*backend.Request{}, times: map[int][]time.Duration{}}
+	f := &floorForward{inst: inst, reqs: map[int][]*backend.Request{}, times: execTimes{times: map[int][]time.Duration{}}}
 	for _, r := range rows {
 		_, bin, hdr := payloads(r)
 		f.reqs[r] = []*backend.Request{{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: []int64{int64(r), features}, Data: bin[hdr:]}}}}
@@ -312,7 +312,7 @@ func (f *floorForward) handler(rows int) http.HandlerFunc {
 		f.mu.Lock()
 		t0 := time.Now()
 		resps, err := f.inst.Execute(r.Context(), f.reqs[rows])
-		f.times[rows] = append(f.times[rows], time.Since(t0))
+		f.times.add(rows, time.Since(t0))
 		f.mu.Unlock()
 		if err != nil || resps[0].Err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -320,21 +320,6 @@ func (f *floorForward) handler(rows int) http.HandlerFunc {
 		}
 		echoBody(w, r, b)
 	}
-}
-
-// reset forgets the forward times so far (warm-up).
-func (f *floorForward) reset() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	clear(f.times)
-}
-
-// stats returns the mean and median forward time at rows since reset.
-func (f *floorForward) stats(rows int) (mean, p50 time.Duration, n int) {
-	f.mu.Lock()
-	ts := slices.Clone(f.times[rows])
-	f.mu.Unlock()
-	return meanMedian(ts)
 }
 
 type result struct {
@@ -579,7 +564,7 @@ func run(o options) (int, error) {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	ff.reset()
+	ff.times.reset()
 	rec.reset()
 	before := batchInfer(model.Scheduler.Stats())
 	for r := 0; r < o.rounds; r++ {
@@ -631,7 +616,7 @@ func run(o options) (int, error) {
 	execGoal := func(rows int) {
 		statMean, n := meanExecute(before, after, rows)
 		mean, p50, _ := rec.stats(rows)
-		dmean, dp50, dn := ff.stats(rows)
+		dmean, dp50, dn := ff.times.stats(rows)
 		tight := compute
 		if rows == 8 {
 			tight = compute8
