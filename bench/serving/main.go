@@ -710,7 +710,7 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 		return cs
 	}
 	var fastURL string
-	if o.fastapi != "" {
+	if o.fastapi != "" && o.backend == "pytorch" { // the peer serves model.pt
 		var stop func()
 		var err error
 		fastURL, stop, err = startFastAPI(o.python, o.fastapi, filepath.Join(model.Spec.VersionDir, "model.pt"))
