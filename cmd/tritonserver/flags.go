@@ -12,6 +12,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // config is the parsed command line. Flag names and defaults follow
@@ -46,6 +47,7 @@ type config struct {
 	backendDirectory  string
 	grpcCompression   string
 	allowClientShm    bool
+	trace             tracing.Options
 	backendConfig     map[string]map[string]string // backend ("" = every backend) -> key -> value
 	id                string
 	modelControlMode  string
@@ -194,6 +196,124 @@ func undefinedFlag(err error) (string, bool) {
 	return strings.TrimLeft(msg[len(prefix):], "-"), true
 }
 
+// traceFlags collects --trace-config and Triton's deprecated --trace-*
+// flags; apply resolves them as Triton does (--trace-config wins).
+type traceFlags struct {
+	config                          [][3]string // mode ("" global), setting, value
+	file, rate, count, logFrequency *string
+	levels                          []string
+}
+
+func (t *traceFlags) add(fs *flag.FlagSet) {
+	fs.Var(funcFlag(func(s string) error {
+		mode, kv, hasMode := strings.Cut(s, ",")
+		if !hasMode {
+			mode, kv = "", s
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || v == "" || (hasMode && mode == "") {
+			return fmt.Errorf("--trace-config option format is '<trace mode>,<setting>=<value>' or '<setting>=<value>'. Got %s", s)
+		}
+		mode = strings.ToLower(mode)
+		if mode != "" && mode != tracing.ModeTriton && mode != tracing.ModeOpenTelemetry {
+			return fmt.Errorf("invalid value for trace mode option: %s. Available options are \"triton\" and \"opentelemetry\"", mode)
+		}
+		t.config = append(t.config, [3]string{mode, k, v})
+		return nil
+	}), "trace-config", "trace setting <mode>,<setting>=<value> (mode triton: file, log-frequency; opentelemetry: url, resource, bsp_*) or global <setting>=<value> (level, rate, count, mode); repeatable")
+	str := func(name, usage string) *string {
+		p := new(string)
+		fs.Var(funcFlag(func(s string) error { *p = s; return nil }), name, usage)
+		return p
+	}
+	t.file = str("trace-file", "deprecated: --trace-config triton,file=<path>")
+	t.rate = str("trace-rate", "deprecated: --trace-config rate=<n>")
+	t.count = str("trace-count", "deprecated: --trace-config count=<n>")
+	t.logFrequency = str("trace-log-frequency", "deprecated: --trace-config triton,log-frequency=<n>")
+	fs.Var(funcFlag(func(s string) error { t.levels = append(t.levels, s); return nil }), "trace-level", "deprecated: --trace-config level=<OFF|TIMESTAMPS|TENSORS> (repeatable)")
+}
+
+// apply builds the tracing options: defaults rate 1000, count -1, level OFF.
+func (t *traceFlags) apply(c *config) error {
+	o := tracing.Options{Mode: tracing.ModeTriton, Global: tracing.Setting{Rate: 1000, Count: -1}}
+	off := false
+	level := func(v string) error {
+		l, ok := tracing.ParseLevel(v)
+		if !ok {
+			return fmt.Errorf("invalid value for trace level option: %s", v)
+		}
+		off = off || l == 0
+		o.Global.Level |= l
+		return nil
+	}
+	num := func(name, v string, bits int, signed bool) (int64, error) {
+		if signed {
+			n, err := strconv.ParseInt(v, 10, bits)
+			if err != nil || n < -1 {
+				return 0, fmt.Errorf("--trace-config %s=%s: want an integer >= -1", name, v)
+			}
+			return n, nil
+		}
+		n, err := strconv.ParseUint(v, 10, bits)
+		if err != nil {
+			return 0, fmt.Errorf("--trace-config %s=%s: want a non-negative integer", name, v)
+		}
+		return int64(n), nil
+	}
+	for _, l := range t.levels {
+		if err := level(l); err != nil {
+			return err
+		}
+	}
+	deprecated := [][3]string{{"", "rate", *t.rate}, {"", "count", *t.count}, {"triton", "file", *t.file}, {"triton", "log-frequency", *t.logFrequency}}
+	for _, kv := range append(deprecated, t.config...) {
+		mode, k, v := kv[0], kv[1], kv[2]
+		if v == "" {
+			continue
+		}
+		var err error
+		var n int64
+		switch {
+		case mode == "" && k == "level":
+			err = level(v)
+		case mode == "" && k == "rate":
+			n, err = num(k, v, 32, false)
+			o.Global.Rate = uint32(n)
+		case mode == "" && k == "count":
+			n, err = num(k, v, 32, true)
+			o.Global.Count = int32(n)
+		case mode == "" && k == "mode":
+			o.Mode = strings.ToLower(v)
+			if o.Mode != tracing.ModeTriton && o.Mode != tracing.ModeOpenTelemetry {
+				err = fmt.Errorf("invalid value for trace mode option: %s. Available options are \"triton\" and \"opentelemetry\"", v)
+			}
+		case mode == tracing.ModeTriton && k == "file":
+			o.Global.File = v
+		case mode == tracing.ModeTriton && k == "log-frequency":
+			n, err = num(k, v, 32, false)
+			o.Global.LogFrequency = uint32(n)
+		case mode == tracing.ModeOpenTelemetry:
+			o.OpenTelemetry = append(o.OpenTelemetry, [2]string{k, v})
+		default:
+			err = fmt.Errorf("--trace-config: unknown setting %q for %s", k, map[string]string{"": "the global settings", "triton": "mode triton"}[mode])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if off {
+		o.Global.Level = 0
+	}
+	c.trace = o
+	return nil
+}
+
+// funcFlag is a string flag handled by a function.
+type funcFlag func(string) error
+
+func (f funcFlag) String() string     { return "" }
+func (f funcFlag) Set(s string) error { return f(s) }
+
 // listFlag collects a repeatable string flag.
 type listFlag struct{ v *[]string }
 
@@ -276,6 +396,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "seconds between repository polls (poll mode)")
 	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable; * loads every model)")
 	lim := addLimitFlags(fs)
+	var tf traceFlags
+	tf.add(fs)
 	fs.Usage = func() {}
 	if err := fs.Parse(splitBoolArgs(fs, args)); err != nil {
 		if name, ok := undefinedFlag(err); ok {
@@ -296,6 +418,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	c.exitTimeout = time.Duration(*secs) * time.Second
 	if err := lim.apply(c); err != nil {
+		return nil, err
+	}
+	if err := tf.apply(c); err != nil {
 		return nil, err
 	}
 	if *disableAuto {

@@ -31,6 +31,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // version is reported by GET /v2; release builds set it with -ldflags -X.
@@ -134,6 +135,19 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 			}
 		}()
 	}
+	// One trace manager for both frontends, kept until the frontends stop.
+	tracer, err := tracing.New(tracing.Options{Mode: cfg.trace.Mode, Global: cfg.trace.Global, OpenTelemetry: cfg.trace.OpenTelemetry, Logger: logger})
+	if err != nil {
+		_ = mgr.Close(context.Background())
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Close(cctx); err != nil {
+			logger.Warn("writing traces", "err", err)
+		}
+	}()
 	// One health state for both frontends: ready while not shutting down
 	// and, with --strict-readiness, while every model is ready.
 	hs := health.New(mgr, cfg.strictReadiness)
@@ -159,7 +173,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log, SharedMemory: shm,
+			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log, SharedMemory: shm, Tracing: tracer,
 		})
 		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
@@ -177,7 +191,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log, SharedMemory: shm,
+			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log, SharedMemory: shm, Tracing: tracer,
 			ResponseCompression: cfg.grpcCompression,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // DataType is a tensor element type as named on Triton's wire ("FP32",
@@ -128,10 +129,21 @@ type ModelSpec struct {
 type Request struct {
 	// ID is the client's request id ("" when it sent none); the python
 	// backend hands it to model.py as request_id().
-	ID     string
+	ID string
+	// Trace, when not nil, receives the request's trace activities from
+	// the serving core (see Trace); backends ignore it.
+	Trace  Trace
 	Inputs []Tensor
 	// Outputs names the requested outputs; empty means all declared outputs.
 	Outputs []string
+}
+
+// Trace receives a traced request's activities with Triton's names
+// (QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START,
+// COMPUTE_END, ...). It may be called from another goroutine than the
+// request's, so implementations synchronize.
+type Trace interface {
+	Activity(name string, at time.Time)
 }
 
 // Response carries the outputs for one request, or the error for it alone.

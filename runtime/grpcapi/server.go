@@ -27,6 +27,7 @@ import (
 	// message size limit applies to the inflated message).
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -37,6 +38,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // Options configure a Server.
@@ -68,6 +70,9 @@ type Options struct {
 	// (--allow-client-shm); nil refuses registrations and shared-memory
 	// tensors.
 	SharedMemory *sharedmem.Registry
+	// Tracing samples requests and serves TraceSetting; nil answers it
+	// UNAVAILABLE and traces nothing.
+	Tracing *tracing.Manager
 	// Logging serves LogSettings; nil answers UNAVAILABLE.
 	Logging *logging.Log
 	Logger  *slog.Logger
@@ -228,6 +233,30 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 
 func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	start := time.Now()
+	tr := s.opts.Tracing.Sample(r.GetModelName(), mdCarrier{ctx})
+	if tr == nil {
+		return s.inferWith(ctx, r, start, nil)
+	}
+	tr.Activity("REQUEST_START", start)
+	model, version, outs := r.GetModelName(), int64(0), []backend.Tensor(nil)
+	defer func() { tr.Finish(model, version, r.GetId(), outs) }()
+	return s.inferWith(ctx, r, start, func(m *repository.Model, req *backend.Request, resp *backend.Response) {
+		if m != nil {
+			model, version = m.Name, m.Version
+		}
+		if req != nil && req.Trace == nil {
+			req.Trace = tr
+			tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+		}
+		if resp != nil && tr.Wants(tracing.LevelTensors) {
+			outs = resp.Outputs
+		}
+	})
+}
+
+// inferWith runs one inference; seen, when not nil, is told the model,
+// the decoded request and the response as they become known.
+func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start time.Time, seen func(*repository.Model, *backend.Request, *backend.Response)) (*pb.ModelInferResponse, error) {
 	m, err := s.mgr.Resolve(r.GetModelName(), r.GetModelVersion())
 	if err != nil {
 		return nil, err
@@ -241,11 +270,39 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 	if r.GetModelVersion() != "" {
 		version = m.Version
 	}
+	if seen != nil {
+		seen(m, req, nil)
+	}
 	m, resp, err := s.mgr.Infer(ctx, m, version, req, start)
+	if seen != nil {
+		seen(m, req, resp)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return encodeResponse(m, r, resp, s.opts.SharedMemory)
+}
+
+// mdCarrier reads the trace context from the request metadata, looking up
+// only the keys asked for (no copy of the metadata unless tracing needs it).
+type mdCarrier struct{ ctx context.Context }
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(string, string) {}
+
+func (c mdCarrier) Keys() []string {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // ModelStreamInfer implements the RPC. Requests of one stream run

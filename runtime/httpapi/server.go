@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/logging"
@@ -26,6 +28,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // HeaderLength is the binary tensor extension's header naming the length of
@@ -36,7 +39,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory", "trace"}
 
 // Options configure a Server.
 type Options struct {
@@ -62,6 +65,9 @@ type Options struct {
 	// (--allow-client-shm); nil refuses registrations and shared-memory
 	// tensors.
 	SharedMemory *sharedmem.Registry
+	// Tracing samples requests and serves the trace settings; nil answers
+	// the settings endpoints Unavailable and traces nothing.
+	Tracing *tracing.Manager
 	// Logging serves /v2/logging; nil answers Unavailable.
 	Logging *logging.Log
 	Logger  *slog.Logger
@@ -105,12 +111,16 @@ func New(opts Options) *Server {
 		m.HandleFunc("GET "+p+"/config", s.modelConfig)
 		m.HandleFunc("POST "+p+"/infer", s.infer)
 		m.HandleFunc("GET "+p+"/stats", s.stats)
+		m.HandleFunc("GET "+p+"/trace/setting", s.traceSetting)
+		m.HandleFunc("POST "+p+"/trace/setting", s.traceSetting)
 	}
 	m.HandleFunc("GET /v2/models/stats", s.stats)
 	m.HandleFunc("POST /v2/repository/index", s.repositoryIndex)
 	m.HandleFunc("POST /v2/repository/models/{model}/load", s.loadModel)
 	m.HandleFunc("POST /v2/repository/models/{model}/unload", s.unloadModel)
 	s.routeSharedMemory(m)
+	m.HandleFunc("GET /v2/trace/setting", s.traceSetting)
+	m.HandleFunc("POST /v2/trace/setting", s.traceSetting)
 	m.HandleFunc("GET /v2/logging", s.logging)
 	m.HandleFunc("POST /v2/logging", s.logging)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -392,6 +402,44 @@ func (s *Server) putBuf(bp *[]byte) {
 
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	tr := s.opts.Tracing.Sample(r.PathValue("model"), propagation.HeaderCarrier(r.Header))
+	if tr != nil {
+		tr.Activity("REQUEST_START", start)
+		s.inferTraced(w, r, start, tr)
+		return
+	}
+	s.inferWith(w, r, start, nil)
+}
+
+// inferTraced serves a traced request; the trace ends with the answer.
+func (s *Server) inferTraced(w http.ResponseWriter, r *http.Request, start time.Time, tr *tracing.Trace) {
+	var (
+		model   = r.PathValue("model")
+		version int64
+		id      string
+		outs    []backend.Tensor
+	)
+	defer func() { tr.Finish(model, version, id, outs) }()
+	s.inferWith(w, r, start, func(m *repository.Model, req *backend.Request, resp *backend.Response) {
+		if m != nil {
+			model, version = m.Name, m.Version
+		}
+		if req != nil {
+			id = req.ID
+			if req.Trace == nil {
+				req.Trace = tr
+				tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+			}
+		}
+		if resp != nil && tr.Wants(tracing.LevelTensors) {
+			outs = resp.Outputs
+		}
+	})
+}
+
+// inferWith serves an infer request; seen, when not nil, is told the
+// model, the decoded request and the response as they become known.
+func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Time, seen func(*repository.Model, *backend.Request, *backend.Response)) {
 	m, err := s.model(r)
 	if err != nil {
 		writeError(w, err)
@@ -414,7 +462,13 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	if r.PathValue("version") != "" {
 		version = m.Version
 	}
+	if seen != nil {
+		seen(m, req, nil)
+	}
 	m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
+	if seen != nil {
+		seen(m, req, resp)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

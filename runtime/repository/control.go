@@ -212,6 +212,9 @@ func (m *Manager) Infer(ctx context.Context, mod *Model, version int64, req *bac
 			mod.Scheduler.RecordFailure(start)
 			return mod, nil, err
 		}
+		if req.Trace != nil {
+			req.Trace.Activity("QUEUE_START", time.Now())
+		}
 		resp, err := mod.Scheduler.Infer(ctx, req)
 		if err == nil {
 			if resp.Err != nil {

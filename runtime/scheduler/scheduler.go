@@ -467,6 +467,13 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 	in, infer := t1.Sub(t0), t2.Sub(t1)
 	s.stats.executed(rows, len(batch), in, infer, t2)
 	for i, j := range batch {
+		if tr := j.req.Trace; tr != nil {
+			// Before finish: afterwards the job belongs to its caller.
+			tr.Activity("COMPUTE_START", t0)
+			tr.Activity("COMPUTE_INPUT_END", t1)
+			tr.Activity("COMPUTE_OUTPUT_START", t2)
+			tr.Activity("COMPUTE_END", time.Now())
+		}
 		r := resps[i]
 		if r == nil {
 			r = &backend.Response{Err: backend.Errorf(backend.Internal, "backend returned no response for request %d of model '%s'", i, s.cfg.Name)}

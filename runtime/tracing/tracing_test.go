@@ -1,0 +1,75 @@
+package tracing
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestSamplingAndModelFallback(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "t.json")
+	m, err := New(Options{Global: Setting{Level: LevelTimestamps, Rate: 2, Count: 3, File: file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampled := 0
+	for i := 0; i < 10; i++ {
+		if tr := m.Sample("a", nil); tr != nil {
+			sampled++
+			tr.Activity("REQUEST_START", time.Now())
+			tr.Finish("a", 1, "", nil)
+		}
+	}
+	if sampled != 3 {
+		t.Errorf("rate 2, count 3: %d sampled of 10", sampled)
+	}
+	if got := m.Settings("")[KeyCount][0]; got != "0" {
+		t.Errorf("remaining count %s", got)
+	}
+	// A model setting overrides the rate; its count follows the global one
+	// until set, and clearing the override returns to the global setting.
+	if err := m.Update("b", map[string][]string{KeyRate: {"1"}, KeyCount: {"-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Sample("b", nil) == nil || m.Sample("a", nil) != nil {
+		t.Error("model b's own setting does not trace it, or a traced with count 0")
+	}
+	if err := m.Update("", map[string][]string{KeyLevel: {"TIMESTAMPS", "TENSORS"}}); err != nil {
+		t.Fatal(err)
+	}
+	if lv := m.Settings("b")[KeyLevel]; len(lv) != 2 {
+		t.Errorf("model b does not follow the global level: %v", lv)
+	}
+	if err := m.Update("b", map[string][]string{KeyRate: nil, KeyCount: nil}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Settings("b")[KeyRate][0] != "2" {
+		t.Errorf("cleared model setting: %v", m.Settings("b"))
+	}
+	for _, bad := range []map[string][]string{{KeyLevel: {"OFF", "TENSORS"}}, {KeyRate: {"x"}}, {KeyCount: {"-2"}}, {"colour": {"1"}}, {KeyFile: {"/x"}}} {
+		if err := m.Update("", bad); err == nil {
+			t.Errorf("update %v accepted", bad)
+		}
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A finite count collects into an indexed file, written when it runs out.
+	data, _ := os.ReadFile(file + ".0")
+	var recs []map[string]any
+	if err := json.Unmarshal(data, &recs); err != nil || len(recs) != 3*3 {
+		t.Errorf("trace file: %v, %d records: %s", err, len(recs), data)
+	}
+
+	off, _ := New(Options{Global: Setting{Rate: 1, Count: -1, File: file}})
+	if off.active.Load() || off.Sample("a", nil) != nil {
+		t.Error("level OFF samples")
+	}
+	var none *Manager
+	if none.Sample("a", nil) != nil {
+		t.Error("nil manager samples")
+	}
+}
