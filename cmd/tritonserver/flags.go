@@ -11,6 +11,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
+	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
@@ -48,6 +49,7 @@ type config struct {
 	grpcCompression   string
 	allowClientShm    bool
 	trace             tracing.Options
+	metrics           metrics.Config
 	backendConfig     map[string]map[string]string // backend ("" = every backend) -> key -> value
 	id                string
 	modelControlMode  string
@@ -398,6 +400,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	lim := addLimitFlags(fs)
 	var tf traceFlags
 	tf.add(fs)
+	c.metrics = metrics.DefaultConfig()
+	fs.Var(funcFlag(c.metrics.Apply), "metrics-config", "metrics setting <setting>=<value>: counter_latencies, summary_latencies, summary_quantiles=<q>:<err>,..., histogram_latencies (repeatable)")
+	intervalMs := fs.Float64("metrics-interval-ms", 2000, "milliseconds between samples of the per-interval metrics (CPU utilization and memory)")
+	fs.Int64Var(&c.metrics.PinnedPoolBytes, "pinned-memory-pool-byte-size", 1<<28, "size reported by nv_pinned_memory_pool_total_bytes; this CPU-only server keeps no pinned pool")
 	fs.Usage = func() {}
 	if err := fs.Parse(splitBoolArgs(fs, args)); err != nil {
 		if name, ok := undefinedFlag(err); ok {
@@ -423,6 +429,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err := tf.apply(c); err != nil {
 		return nil, err
 	}
+	if *intervalMs <= 0 {
+		return nil, fmt.Errorf("--metrics-interval-ms must be positive, got %v", *intervalMs)
+	}
+	c.metrics.Interval = time.Duration(*intervalMs * float64(time.Millisecond))
+	c.metrics.CPU = c.allowCPUMetrics && c.allowMetrics
 	if *disableAuto {
 		c.strictModelConfig = true
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
@@ -105,7 +106,13 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	for name := range bes {
 		beCfg[name] = cfg.settingsFor(name)
 	}
+	sums := metrics.NewSummaries(cfg.metrics)
+	var observer func(string, int64) scheduler.Observer
+	if sums != nil {
+		observer = sums.Observer
+	}
 	mgr, err := repository.New(repository.Options{
+		Observer:     observer,
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,
@@ -181,7 +188,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	}
 	if cfg.allowMetrics {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics.Handler(metrics.NewRegistry(mgr)))
+		mux.Handle("GET /metrics", metrics.Handler(metrics.NewRegistryWith(mgr, cfg.metrics, sums)))
 		if err := listen("Metrics Service", cfg.metricsAddress, cfg.metricsPort, mux); err != nil {
 			return err
 		}

@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 )
 
 // Models is what the collector needs from the model manager.
@@ -26,10 +28,23 @@ type Models interface {
 	Models() []*repository.Model
 }
 
-// NewRegistry returns a registry holding the model and CPU collectors.
+// NewRegistry returns a registry holding the model and CPU collectors
+// with Triton's default metrics configuration.
 func NewRegistry(models Models) *prometheus.Registry {
+	return NewRegistryWith(models, DefaultConfig(), nil)
+}
+
+// NewRegistryWith returns a registry for cfg; sums are the latency
+// summaries the schedulers observe (nil without summary_latencies).
+func NewRegistryWith(models Models, cfg Config, sums *Summaries) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newModelCollector(models), &cpuCollector{})
+	reg.MustRegister(newModelCollector(models, cfg.CounterLatencies), pinnedCollector(cfg.PinnedPoolBytes))
+	if cfg.CPU {
+		reg.MustRegister(&cpuCollector{interval: cfg.Interval})
+	}
+	if sums != nil {
+		reg.MustRegister(sums.request, sums.queue, sums.in, sums.infer, sums.out)
+	}
 	return reg
 }
 
@@ -42,25 +57,26 @@ var modelLabels = []string{"model", "version"}
 
 type modelCollector struct {
 	models                                    Models
+	latencies                                 bool // counter_latencies
 	success, failure, count, exec             *prometheus.Desc
 	reqDur, queueDur, inDur, inferDur, outDur *prometheus.Desc
 	pending                                   *prometheus.Desc
 }
 
-func newModelCollector(models Models) *modelCollector {
+func newModelCollector(models Models, latencies bool) *modelCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, modelLabels, nil) }
 	return &modelCollector{
-		models:   models,
+		models: models, latencies: latencies,
 		success:  d("nv_inference_request_success", "Number of successful inference requests, all batch sizes"),
-		failure:  d("nv_inference_request_failure", "Number of failed inference requests, all batch sizes"),
-		count:    d("nv_inference_count", "Number of inferences performed (batch dimension summed)"),
-		exec:     d("nv_inference_exec_count", "Number of model executions performed"),
-		reqDur:   d("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds"),
-		queueDur: d("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds"),
-		inDur:    d("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds"),
-		inferDur: d("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds"),
-		outDur:   d("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds"),
-		pending:  d("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution"),
+		failure:  prometheus.NewDesc("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", []string{"model", "reason", "version"}, nil),
+		count:    d("nv_inference_count", "Number of inferences performed (does not include cached requests)"),
+		exec:     d("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)"),
+		reqDur:   d("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)"),
+		queueDur: d("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)"),
+		inDur:    d("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)"),
+		inferDur: d("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)"),
+		outDur:   d("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
+		pending:  d("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model."),
 	}
 }
 
@@ -78,15 +94,20 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, x, m.Name, v)
 		}
 		counter(c.success, float64(st.Success.Count))
-		counter(c.failure, float64(st.Fail.Count))
+		for i, n := range st.Failures {
+			ch <- prometheus.MustNewConstMetric(c.failure, prometheus.CounterValue, float64(n), m.Name, scheduler.FailureReasonNames[i], v)
+		}
 		counter(c.count, float64(st.InferenceCount))
 		counter(c.exec, float64(st.ExecutionCount))
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(m.Scheduler.Queued()), m.Name, v)
+		if !c.latencies {
+			continue
+		}
 		counter(c.reqDur, float64(st.Success.Ns+st.Fail.Ns)/1e3)
 		counter(c.queueDur, float64(st.Queue.Ns)/1e3)
 		counter(c.inDur, float64(st.ComputeInput.Ns)/1e3)
 		counter(c.inferDur, float64(st.ComputeInfer.Ns)/1e3)
 		counter(c.outDur, float64(st.ComputeOutput.Ns)/1e3)
-		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(m.Scheduler.Queued()), m.Name, v)
 	}
 }
 
@@ -94,8 +115,11 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 // /proc/stat) and memory from /proc/meminfo. On systems without /proc the
 // metrics are simply absent.
 type cpuCollector struct {
+	interval        time.Duration // --metrics-interval-ms
 	mu              sync.Mutex
 	lastIdle, lastT uint64
+	sampled         time.Time
+	util            float64
 }
 
 var (
@@ -111,14 +135,20 @@ func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *cpuCollector) Collect(ch chan<- prometheus.Metric) {
-	if idle, total, ok := readCPU(); ok {
-		c.mu.Lock()
-		util := 0.0
-		if dt := total - c.lastT; c.lastT != 0 && total > c.lastT {
-			util = 1 - float64(idle-c.lastIdle)/float64(dt)
+	// Utilization is over the last whole interval, as Triton's "per
+	// interval" CPU metrics: scrapes within an interval see one sample.
+	c.mu.Lock()
+	if time.Since(c.sampled) >= c.interval {
+		if idle, total, ok := readCPU(); ok {
+			if dt := total - c.lastT; c.lastT != 0 && total > c.lastT {
+				c.util = 1 - float64(idle-c.lastIdle)/float64(dt)
+			}
+			c.lastIdle, c.lastT, c.sampled = idle, total, time.Now()
 		}
-		c.lastIdle, c.lastT = idle, total
-		c.mu.Unlock()
+	}
+	util, have := c.util, c.lastT != 0
+	c.mu.Unlock()
+	if have {
 		ch <- prometheus.MustNewConstMetric(cpuUtil, prometheus.GaugeValue, util)
 	}
 	if total, avail, ok := readMem(); ok {

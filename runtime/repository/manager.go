@@ -86,6 +86,9 @@ type Options struct {
 	// DefaultUnloadTimeout. Server shutdown has its own bound, the context
 	// given to Close.
 	UnloadTimeout time.Duration
+	// Observer, when not nil, gives each loaded version's scheduler the
+	// observer of its successful requests' durations (latency summaries).
+	Observer func(model string, version int64) scheduler.Observer
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -652,6 +655,9 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 		return nil, err
 	}
 	sc := cfg.sched
+	if m.opts.Observer != nil {
+		sc.Observer = m.opts.Observer(cfg.Name, v)
+	}
 	sc.Version = v
 	sc.Warmup = warm
 	labels, err := loadLabels(dir, cfg.GetOutput())

@@ -37,6 +37,16 @@ type Config struct {
 	Dynamic *Dynamic
 	// Warmup samples run on every instance before the scheduler is returned.
 	Warmup []Warmup
+	// Observer, when not nil, is told each successful request's durations
+	// (the latency summaries of --metrics-config summary_latencies).
+	Observer Observer
+}
+
+// Observer receives the durations of one successful request: in the
+// queue, preparing inputs, executing, producing outputs, and in total.
+// It is called from the instance's worker and must not block.
+type Observer interface {
+	Observe(queue, computeInput, computeInfer, computeOutput, total time.Duration)
 }
 
 // Dynamic holds the dynamic batching settings.
@@ -229,7 +239,7 @@ func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.R
 			s.queued.Add(-1)
 			s.pending.Add(-1)
 			s.release(j)
-			s.stats.fail.add(time.Since(start))
+			s.stats.failed(Rejected, time.Since(start))
 			return nil, backend.Errorf(backend.Unavailable, "Exceeds maximum queue size")
 		}
 	} else {
@@ -326,7 +336,7 @@ func (s *Scheduler) release(j *job) {
 // RecordFailure counts a request for this model that failed before it could
 // be queued (for example failed validation in a frontend), as Triton counts
 // such requests in its failure statistics.
-func (s *Scheduler) RecordFailure(start time.Time) { s.stats.fail.add(time.Since(start)) }
+func (s *Scheduler) RecordFailure(start time.Time) { s.stats.failed(Other, time.Since(start)) }
 
 // Closing reports whether Close was called: the scheduler accepts no more
 // requests, so a caller may send a refused request to a replacement.
@@ -423,7 +433,7 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 func (s *Scheduler) take(j *job) bool {
 	s.queued.Add(-1)
 	if err := j.ctx.Err(); err != nil {
-		s.stats.fail.add(time.Since(j.start))
+		s.stats.failed(Canceled, time.Since(j.start))
 		s.finish(j, nil, err)
 		return false
 	}
@@ -459,7 +469,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			err = backend.Errorf(backend.Internal, "model '%s' failed: %w", s.cfg.Name, err)
 		}
 		for _, j := range batch {
-			s.stats.fail.add(t2.Sub(j.start))
+			s.stats.failed(Backend, t2.Sub(j.start))
 			s.finish(j, nil, err)
 		}
 		return true
@@ -480,9 +490,12 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 		}
 		end := time.Now()
 		if r.Err != nil {
-			s.stats.fail.add(end.Sub(j.start))
+			s.stats.failed(Backend, end.Sub(j.start))
 		} else {
 			s.stats.success.add(end.Sub(j.start))
+			if o := s.cfg.Observer; o != nil {
+				o.Observe(t0.Sub(j.start), in, infer, end.Sub(t2), end.Sub(j.start))
+			}
 		}
 		s.finish(j, r, nil)
 	}
@@ -567,7 +580,7 @@ func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
 		}
 		run.mu.Unlock()
 		for _, j := range batch {
-			s.stats.fail.add(time.Since(j.start))
+			s.stats.failed(Other, time.Since(j.start))
 			s.finish(j, nil, backend.Errorf(backend.Unavailable,
 				"model '%s' version %d was unloaded while this request was executing on instance %d, which did not return in time", s.cfg.Name, s.cfg.Version, i))
 		}

@@ -37,7 +37,26 @@ type Stats struct {
 	ComputeInfer   Duration
 	ComputeOutput  Duration
 	Batches        []BatchStats // only sizes that ran, ascending
+	// Failures counts the failed requests (Fail.Count) by reason,
+	// indexed by FailureReason.
+	Failures [numReasons]uint64
 }
+
+// FailureReason classifies failed requests as Triton's `reason` label on
+// nv_inference_request_failure does.
+type FailureReason int
+
+// Reasons, in the order of FailureReasonNames.
+const (
+	Rejected FailureReason = iota // refused by the queue (full, timed out)
+	Canceled                      // the client went away before it ran
+	Backend                       // the model failed it
+	Other                         // everything else: validation, unloads
+	numReasons
+)
+
+// FailureReasonNames are the label values of the reasons.
+var FailureReasonNames = [numReasons]string{"REJECTED", "CANCELED", "BACKEND", "OTHER"}
 
 type counter struct{ count, ns atomic.Uint64 }
 
@@ -60,6 +79,7 @@ type stats struct {
 	last                             atomic.Int64
 	inferences, executions           atomic.Uint64
 	success, fail, queue             counter
+	reasons                          [numReasons]atomic.Uint64
 	computeIn, computeInfer, compOut counter
 	batch                            []batchCounters // index = batch size
 	bigMu                            sync.Mutex
@@ -83,6 +103,12 @@ func (s *stats) forSize(rows int) *batchCounters {
 		s.big[rows] = b
 	}
 	return b
+}
+
+// failed counts a failed request that took d, for reason.
+func (s *stats) failed(reason FailureReason, d time.Duration) {
+	s.fail.add(d)
+	s.reasons[reason].Add(1)
 }
 
 func (s *stats) executed(rows, reqs int, in, infer time.Duration, end time.Time) {
@@ -115,6 +141,9 @@ func (s *Scheduler) Stats() Stats {
 		ComputeInput:   st.computeIn.load(),
 		ComputeInfer:   st.computeInfer.load(),
 		ComputeOutput:  st.compOut.load(),
+	}
+	for i := range st.reasons {
+		out.Failures[i] = st.reasons[i].Load()
 	}
 	add := func(size int, b *batchCounters) {
 		if b.infer.count.Load() == 0 {
