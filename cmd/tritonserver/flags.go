@@ -391,6 +391,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.modelLoadThreads, "model-load-thread-count", 4, "Triton's bound on models loading at once (at least 1); this server loads models one after another, which any value allows")
 	fs.IntVar(&c.bufferThreads, "buffer-manager-thread-count", 0, "accepted for Triton's command lines (Triton itself no longer uses it); tensor copies here run on the request's goroutine")
 	fs.StringVar(&c.grpcCompression, "grpc-infer-response-compression-level", "none", "gzip inference responses to clients that accept it: none, low, medium or high (requests compressed with gzip are always read)")
+	fs.Int("http-thread-count", 8, "accepted for Triton's command lines: each HTTP connection is served on its own goroutine here, so there is no thread pool to size")
+	fs.Int("grpc-infer-allocation-pool-size", 8, "accepted for Triton's command lines: request and response messages are garbage collected here, not pooled")
 	fs.StringVar(&c.backendDirectory, "backend-directory", "", "accepted for Triton's command lines; the backends (pytorch, python) are built into this binary, so no directory is searched")
 	fs.Var(backendConfigFlag{c.backendConfig}, "backend-config", "backend setting <backend>,<setting>=<value> (repeatable)")
 	fs.StringVar(&c.id, "id", "triton", "server identifier reported by the metadata endpoint")
