@@ -19,14 +19,20 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 	raw := r.GetRawInputContents()
 	// Inputs in shared memory have no raw contents: the raw contents
 	// belong, in order, to the other inputs.
-	refs := make([]*sharedmem.Ref, len(ins))
+	var refs []*sharedmem.Ref // allocated only when an input uses shared memory
 	inShm := 0
 	for i, in := range ins {
+		if len(in.GetParameters()) == 0 {
+			continue
+		}
 		ref, ok, err := shmRef(in.GetParameters(), "input", in.GetName())
 		if err != nil {
 			return nil, err
 		}
 		if ok {
+			if refs == nil {
+				refs = make([]*sharedmem.Ref, len(ins))
+			}
 			refs[i] = &ref
 			inShm++
 		}
@@ -47,7 +53,7 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 		if t.Shape == nil {
 			t.Shape = []int64{} // a scalar; never nil so backends can rely on it
 		}
-		if refs[i] != nil {
+		if refs != nil && refs[i] != nil {
 			if elements(in.GetContents()) > 0 {
 				return nil, backend.Errorf(backend.InvalidArg, "input '%s' has shared memory parameters and also contents", in.GetName())
 			}
