@@ -21,17 +21,7 @@ func TestLLVMRealSourcesPartialBuild(t *testing.T) {
 		t.Skip("-short: skipping the real LLVM build (about 10 minutes)")
 	}
 	testenv.NeedTools(t, "cmake", "ninja", "apt-get", "c++")
-	proj := t.TempDir()
-	store := filepath.Join(proj, "store")
-	os.MkdirAll(store, 0o755)
-	// Share the source cache with the other heavy tests of a CI run.
-	if c := os.Getenv("TRITONBUILD_TEST_CACHE"); c != "" {
-		os.MkdirAll(c, 0o755)
-		if err := os.Symlink(c, filepath.Join(store, "sources")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(proj, "build.yaml"), []byte("targets: [llvm]\nstore: store\nversions: {llvm: 15.0.6}\n"), 0o644)
+	proj, store := heavyProject(t, "targets: [llvm]\nstore: store\nversions: {llvm: 15.0.6}\n")
 
 	if _, stderr, err := run(t, proj, "fetch", "llvm"); err != nil {
 		for _, sign := range []string{"Could not resolve", "Temporary failure resolving", "Could not connect", "Network is unreachable", "no archive host"} {
@@ -153,6 +143,27 @@ build:
 	if err == nil || !strings.Contains(stderr, `check "X86 target built" failed`) || !strings.Contains(stderr, "LLVM_TARGETS_TO_BUILD") {
 		t.Errorf("fake LLVM accepted or unclear error: %v\n%s", err, stderr)
 	}
+}
+
+// heavyProject is a project directory with build.yaml and a store (at
+// "store") for the tests that build real sources; its source cache is the
+// one the heavy tests of a CI run share (TRITONBUILD_TEST_CACHE), so the
+// big tarballs are downloaded once.
+func heavyProject(t *testing.T, buildYAML string) (proj, store string) {
+	t.Helper()
+	proj = t.TempDir()
+	store = filepath.Join(proj, "store")
+	os.MkdirAll(store, 0o755)
+	if c := os.Getenv("TRITONBUILD_TEST_CACHE"); c != "" {
+		os.MkdirAll(c, 0o755)
+		if err := os.Symlink(c, filepath.Join(store, "sources")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(proj, "build.yaml"), []byte(buildYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return proj, store
 }
 
 func lastLines(s string, n int) string {
