@@ -293,6 +293,9 @@ func (t *Trace) Tensors(activity string, ts []backend.Tensor) {
 	}
 	t.mu.Lock()
 	for _, x := range ts {
+		// Copied: request data lives in buffers the frontend reuses.
+		x.Data = append([]byte(nil), x.Data...)
+		x.Shape = append([]int64(nil), x.Shape...)
 		t.tensors = append(t.tensors, tensorRecord{activity, x})
 	}
 	t.mu.Unlock()

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 func TestSamplingAndModelFallback(t *testing.T) {
@@ -71,5 +74,35 @@ func TestSamplingAndModelFallback(t *testing.T) {
 	var none *Manager
 	if none.Sample("a", nil) != nil {
 		t.Error("nil manager samples")
+	}
+}
+
+func TestTensorRecords(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "t.json")
+	m, err := New(Options{Global: Setting{Level: LevelTimestamps | LevelTensors, Rate: 1, Count: -1, File: file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := m.Sample("m", nil)
+	data := []byte{1, 0, 0, 0, 2, 0, 0, 0}
+	tr.Tensors("TENSOR_QUEUE_INPUT", []backend.Tensor{{Name: "X", DataType: backend.Int32, Shape: []int64{1, 2}, Data: data}})
+	data[0] = 9 // the caller reuses its buffer
+	tr.Finish("m", 3, "r1", []backend.Tensor{{Name: "S", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{2, 0, 0, 0, 'h', 'i'}}})
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(file)
+	var recs []map[string]any
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	var got []string
+	for _, r := range recs {
+		if tn, ok := r["tensor"].(map[string]any); ok {
+			got = append(got, r["activity"].(string)+" "+tn["name"].(string)+" "+tn["data"].(string)+" "+tn["shape"].(string)+" "+tn["dtype"].(string))
+		}
+	}
+	if want := `TENSOR_QUEUE_INPUT X 1,2 1,2 INT32|TENSOR_BACKEND_OUTPUT S "hi" 1 BYTES`; strings.Join(got, "|") != want {
+		t.Errorf("tensor records %q, want %q\n%s", got, want, raw)
 	}
 }
