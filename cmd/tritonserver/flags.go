@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
@@ -61,6 +62,8 @@ type config struct {
 	// repository's Options.
 	maxResponseSize int64
 	maxConfigSize   int64
+	httpRestricted  access.Rules
+	grpcRestricted  access.Rules
 	httpLimits      httpapi.Limits
 	grpcLimits      grpcapi.Limits
 }
@@ -514,10 +517,11 @@ type limitFlags struct {
 	keepTime, keepTimeout, minPing *int
 	permitWithoutCalls             *bool
 	grpcIdle, grpcHandshake        *int
+	httpRestricted, grpcRestricted []string
 }
 
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
-	return &limitFlags{
+	l := &limitFlags{
 		maxResponse:        fs.Int64("max-response-size", repository.DefaultMaxResponseSize, "largest response, in bytes of output, one request may get (refused before the model runs when the config fixes the output sizes); -1 for no bound"),
 		maxConfig:          fs.Int64("max-config-size", repository.DefaultMaxConfigSize, "largest model configuration, in bytes: config.pbtxt and the load API's config parameter"),
 		httpHeader:         fs.Int("http-header-timeout-secs", int(httpapi.DefaultHeaderTimeout/time.Second), "seconds a client has to send a request's headers; also the grace before --http-body-min-rate applies (-1: none)"),
@@ -535,6 +539,9 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		grpcIdle:           fs.Int("grpc-max-connection-idle-secs", int(grpcapi.DefaultMaxConnectionIdle/time.Second), "seconds a GRPC connection without calls stays open before the server sends GOAWAY (-1: never)"),
 		grpcHandshake:      fs.Int("grpc-handshake-timeout-secs", int(grpcapi.DefaultHandshakeTimeout/time.Second), "seconds a new GRPC connection has to complete its HTTP/2 setup"),
 	}
+	fs.Var(listFlag{&l.httpRestricted}, "http-restricted-api", "<api>[,<api>...]:<key>=<value>: HTTP requests to these APIs need header <key> with <value> (repeatable; APIs: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)")
+	fs.Var(listFlag{&l.grpcRestricted}, "grpc-restricted-protocol", "<api>[,<api>...]:<key>=<value>: GRPC calls to these APIs need metadata triton-grpc-protocol-<key> with <value> (repeatable; the APIs of --http-restricted-api)")
+	return l
 }
 
 // apply validates the limit flags and stores them in c.
@@ -559,6 +566,13 @@ func (l *limitFlags) apply(c *config) error {
 	c.maxResponseSize = *l.maxResponse
 	if c.maxResponseSize == 0 || c.maxResponseSize < -1 {
 		errs = append(errs, fmt.Errorf("--max-response-size must be positive or -1, got %d", c.maxResponseSize))
+	}
+	c.httpRestricted, c.grpcRestricted = access.Rules{}, access.Rules{}
+	for _, v := range l.httpRestricted {
+		errs = append(errs, c.httpRestricted.Add("http-restricted-api", v))
+	}
+	for _, v := range l.grpcRestricted {
+		errs = append(errs, c.grpcRestricted.Add("grpc-restricted-protocol", v))
 	}
 	c.maxConfigSize = *l.maxConfig
 	if c.maxConfigSize <= 0 {

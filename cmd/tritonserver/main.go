@@ -180,7 +180,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowHTTP {
 		h := httpapi.New(httpapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, MaxInputSize: cfg.httpMaxInputSize, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Logging: log, SharedMemory: shm, Tracing: tracer,
+			ModelControl: explicit, Health: hs, Limits: cfg.httpLimits, Restricted: cfg.httpRestricted, Logging: log, SharedMemory: shm, Tracing: tracer,
 		})
 		if err := listen("HTTPService", cfg.httpAddress, cfg.httpPort, h); err != nil {
 			return err
@@ -198,7 +198,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if cfg.allowGRPC {
 		grpcSrv = grpcapi.New(grpcapi.Options{
 			Manager: mgr, ID: cfg.id, Version: version, Extensions: httpapi.Extensions, Logger: logger,
-			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Logging: log, SharedMemory: shm, Tracing: tracer,
+			ModelControl: explicit, Health: hs, Limits: cfg.grpcLimits, Restricted: cfg.grpcRestricted, Logging: log, SharedMemory: shm, Tracing: tracer,
 			ResponseCompression: cfg.grpcCompression,
 		})
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.grpcAddress, itoa(cfg.grpcPort)))

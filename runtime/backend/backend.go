@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"time"
 )
 
@@ -225,4 +227,34 @@ func Errorf(code Code, format string, args ...any) *Error {
 		e.Err = errors.Join(multi.Unwrap()...)
 	}
 	return e
+}
+
+// Confine resolves name, a file a model's configuration names (relative
+// names are taken from base), following symlinks, and returns its absolute
+// path if it lies inside root (the model directory, itself resolved);
+// otherwise, or when it does not exist, it returns an InvalidArg error
+// that names the file as the configuration gave it and no server path.
+// Every file a config or a load request names goes through here, so that a
+// config override cannot make the server load, run or read files outside
+// the model's directory.
+func Confine(root, base, name, what string) (string, error) {
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", Errorf(InvalidArg, "%s '%s': the model directory cannot be resolved", what, name)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", &Error{Code: InvalidArg, Msg: fmt.Sprintf("%s '%s' not found in the model directory", what, name), Err: fs.ErrNotExist}
+		}
+		return "", Errorf(InvalidArg, "%s '%s' cannot be resolved", what, name)
+	}
+	if rel, err := filepath.Rel(realRoot, real); err != nil || !filepath.IsLocal(rel) {
+		return "", Errorf(InvalidArg, "%s '%s' resolves outside the model directory; only files inside it may be named", what, name)
+	}
+	return real, nil
 }

@@ -8,8 +8,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
@@ -76,5 +78,28 @@ func TestIdleConnectionGoesAway(t *testing.T) {
 	}
 	if _, err := e.client.ServerLive(context.Background(), &pb.ServerLiveRequest{}); err != nil {
 		t.Errorf("the next call after GOAWAY: %v", err)
+	}
+}
+
+// TestRestrictedProtocol: with --grpc-restricted-protocol the load RPC
+// fails UNAVAILABLE with Triton's text unless the call carries
+// triton-grpc-protocol-<key>; inference stays open.
+func TestRestrictedProtocol(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	rules := access.Rules{}
+	if err := rules.Add("grpc-restricted-protocol", "model-repository:admin=k"); err != nil {
+		t.Fatal(err)
+	}
+	e := serve(t, repo, Options{Manager: repo.Manager, ModelControl: true, Restricted: rules})
+	_, err := e.client.RepositoryModelLoad(context.Background(), &pb.RepositoryModelLoadRequest{ModelName: "linear"})
+	if st := grpcstatus.Convert(err); st.Code() != codes.Unavailable || st.Message() != "This protocol is restricted, expecting header 'triton-grpc-protocol-admin'" {
+		t.Errorf("load without the header: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "triton-grpc-protocol-admin", "k")
+	if _, err := e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear"}); err != nil {
+		t.Errorf("load with the header: %v", err)
+	}
+	if _, err := e.client.ModelInfer(context.Background(), linearRequest("", rows(1, 0), true)); err != nil {
+		t.Errorf("inference, not restricted: %v", err)
 	}
 }

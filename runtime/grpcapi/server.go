@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/logging"
@@ -61,6 +62,10 @@ type Options struct {
 	// Limits bound message sizes, streams, keepalive and connections; the
 	// zero value selects the defaults (see Limits).
 	Limits Limits
+	// Restricted maps API categories to the metadata a call to them must
+	// carry, as triton-grpc-protocol-<key> (--grpc-restricted-protocol);
+	// others fail UNAVAILABLE with Triton's text.
+	Restricted access.Rules
 	// ResponseCompression is Triton's --grpc-infer-response-compression-level:
 	// "" or "none" sends inference responses uncompressed; "low", "medium"
 	// and "high" gzip them (fastest, default and best gzip level) for
@@ -134,6 +139,9 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // the connection bound holds too).
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append(s.opts.Limits.serverOptions(), extra...)
+	if len(s.opts.Restricted) > 0 {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.restrictUnary), grpc.ChainStreamInterceptor(s.restrictStream))
+	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	return g
@@ -151,7 +159,7 @@ func grpcError(err error) error {
 	if _, ok := grpcstatus.FromError(err); ok {
 		return err
 	}
-	return grpcstatus.Error(status.GRPCCode(err), err.Error())
+	return grpcstatus.Error(status.GRPCCode(err), status.Message(err))
 }
 
 // compressResponse gzips the inference responses of this RPC when
@@ -347,7 +355,7 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 				// Triton echoes the request's identity with the error so that
 				// the client can tell which request failed.
 				send(&pb.ModelStreamInferResponse{
-					ErrorMessage:  err.Error(),
+					ErrorMessage:  status.Message(err),
 					InferResponse: &pb.ModelInferResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), Id: r.GetId()},
 				})
 				return
@@ -392,7 +400,7 @@ func (s *Server) RepositoryIndex(_ context.Context, r *pb.RepositoryIndexRequest
 	out := &pb.RepositoryIndexResponse{Models: make([]*pb.RepositoryIndexResponse_ModelIndex, 0, len(idx))}
 	for _, e := range idx {
 		out.Models = append(out.Models, &pb.RepositoryIndexResponse_ModelIndex{
-			Name: e.Name, Version: e.Version, State: string(e.State), Reason: e.Reason,
+			Name: e.Name, Version: e.Version, State: string(e.State), Reason: status.Redact(e.Reason),
 		})
 	}
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
@@ -233,5 +234,61 @@ func TestUnsupportedContentEncoding(t *testing.T) {
 	ok := `{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`
 	if r, b := e.do(t, "POST", "/v2/models/linear/infer", []byte(ok), map[string]string{"Content-Encoding": "identity"}); r.StatusCode != 200 {
 		t.Errorf("identity: %d %s", r.StatusCode, b)
+	}
+}
+
+// TestRestrictedAPI is the HTTP half of issue 17's case 8 remedy: with
+// --http-restricted-api=model-repository:admin=k the load API answers 403
+// (Triton's text) without the header and works with it; inference stays
+// open.
+func TestRestrictedAPI(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	rules := access.Rules{}
+	if err := rules.Add("http-restricted-api", "model-repository,model-config:admin=k"); err != nil {
+		t.Fatal(err)
+	}
+	e := serveRepo(t, repo, Options{Manager: repo.Manager, ModelControl: true, Restricted: rules})
+	for _, path := range []string{"/v2/repository/models/linear/load", "/v2/repository/index"} {
+		r, b := e.do(t, "POST", path, nil, nil)
+		if r.StatusCode != 403 || !strings.Contains(string(b), "This API is restricted, expecting header 'admin'") {
+			t.Errorf("%s without the header: %d %s", path, r.StatusCode, b)
+		}
+		if r, b := e.do(t, "POST", path, nil, map[string]string{"admin": "k"}); r.StatusCode != 200 {
+			t.Errorf("%s with the header: %d %s", path, r.StatusCode, b)
+		}
+	}
+	if r, _ := e.do(t, "GET", "/v2/models/linear/config", nil, nil); r.StatusCode != 403 {
+		t.Errorf("model config without the header: %d", r.StatusCode)
+	}
+	ok := `{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`
+	if r, b := e.do(t, "POST", "/v2/models/linear/infer", []byte(ok), nil); r.StatusCode != 200 {
+		t.Errorf("inference, not restricted: %d %s", r.StatusCode, b)
+	}
+	if r, _ := e.do(t, "GET", "/v2/health/ready", nil, nil); r.StatusCode != 200 {
+		t.Errorf("health, not restricted: %d", r.StatusCode)
+	}
+}
+
+// TestErrorsNameNoServerPaths is part of issue 17's case 10: load errors,
+// index reasons and request errors name files from the repository on,
+// never by the server's absolute path.
+func TestErrorsNameNoServerPaths(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{
+		"nofile": frontendtest.Linear + `default_model_filename: "missing.bin"`,
+		"syntax": "max_batch_size: eight",
+	})
+	e := serveRepo(t, repo, Options{Manager: repo.Manager, ModelControl: true})
+	_, idx := e.do(t, "POST", "/v2/repository/index", nil, nil)
+	r, load := e.do(t, "POST", "/v2/repository/models/syntax/load", nil, nil)
+	for what, b := range map[string][]byte{"index": idx, "load": load} {
+		if strings.Contains(string(b), repo.Root) || strings.Contains(string(b), "/tmp/") {
+			t.Errorf("%s names a server path: %s", what, b)
+		}
+	}
+	if r.StatusCode == 200 || !strings.Contains(string(load), "syntax/config.pbtxt:1:") {
+		t.Errorf("load error: %d %s", r.StatusCode, load)
+	}
+	if !strings.Contains(string(idx), "model file 'missing.bin' not found in the model directory") {
+		t.Errorf("index: %s", idx)
 	}
 }

@@ -16,11 +16,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/logging"
@@ -61,6 +63,9 @@ type Options struct {
 	// Limits bound connections and request bodies; the zero value selects
 	// the defaults (see Limits).
 	Limits Limits
+	// Restricted maps API categories to the header a request to them must
+	// carry (--http-restricted-api); others answer 403 with Triton's text.
+	Restricted access.Rules
 	// SharedMemory holds the system shared-memory regions clients register
 	// (--allow-client-shm); nil refuses registrations and shared-memory
 	// tensors.
@@ -129,8 +134,49 @@ func New(opts Options) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: restricted APIs first, then the
+// routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.opts.Restricted) > 0 {
+		if err := s.opts.Restricted.Check(category(r.URL.Path), "API", "", r.Header.Values); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// category is the API group of an endpoint path, as --http-restricted-api
+// names them; "" for paths that are no endpoint.
+func category(path string) access.Category {
+	switch {
+	case strings.HasPrefix(path, "/v2/health/"):
+		return access.Health
+	case strings.HasPrefix(path, "/v2/repository/"):
+		return access.ModelRepository
+	case strings.HasPrefix(path, "/v2/systemsharedmemory"), strings.HasPrefix(path, "/v2/cudasharedmemory"):
+		return access.SharedMemory
+	case strings.HasPrefix(path, "/v2/trace"), strings.HasPrefix(path, "/v2/models/") && strings.Contains(path, "/trace/"):
+		return access.Trace
+	case strings.HasPrefix(path, "/v2/logging"):
+		return access.Logging
+	case strings.HasPrefix(path, "/v2/models/"):
+		switch path[strings.LastIndexByte(path, '/')+1:] {
+		case "ready":
+			return access.Health
+		case "infer":
+			return access.Inference
+		case "config":
+			return access.ModelConfig
+		case "stats":
+			return access.Statistics
+		}
+		return access.Metadata
+	case path == "/v2", path == "/v2/":
+		return access.Metadata
+	}
+	return ""
+}
 
 // Mux exposes the route table so that other frontends (model control) can
 // add endpoints with the same error conventions.
@@ -140,7 +186,7 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
 
 func writeError(w http.ResponseWriter, err error) {
-	b := append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...)
+	b := append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...)
 	b = append(b, '}')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -260,6 +306,9 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 	idx := s.mgr.Index(req.Ready)
 	if idx == nil {
 		idx = []repository.IndexEntry{}
+	}
+	for i := range idx {
+		idx[i].Reason = status.Redact(idx[i].Reason)
 	}
 	writeJSON(w, idx)
 }

@@ -86,8 +86,27 @@ func (e *execEnv) environ() []string {
 // directory.
 type envResolver struct {
 	cacheDir string
+	roots    []string // besides the model directory, where envs may be (KeyEnvRoots)
 	digests  *digestCache
 	log      *slog.Logger
+}
+
+// confine resolves the env path (symlinks followed) and accepts it inside
+// the model directory or one of the env roots.
+func (r *envResolver) confine(modelDir, raw, path string) (string, error) {
+	real, err := backend.Confine(modelDir, modelDir, path, EnvPathParameter)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			return "", fmt.Errorf("%w (parameter value %q)", fs.ErrNotExist, raw)
+		}
+		return real, nil
+	}
+	for _, root := range r.roots {
+		if real, rerr := backend.Confine(root, root, path, EnvPathParameter); rerr == nil {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%q lies outside the model directory and the env roots (--backend-config=python,%s=DIR)", raw, KeyEnvRoots)
 }
 
 // resolve returns the env named by the model's EXECUTION_ENV_PATH
@@ -109,9 +128,13 @@ func (r *envResolver) resolve(ctx context.Context, spec *backend.ModelSpec) (*ex
 		// mean the model's directory.
 		path = filepath.Join(spec.ModelDir, path)
 	}
+	path, err := r.confine(spec.ModelDir, raw, path)
+	if err != nil {
+		return fail(raw, EnvPathParameter, err)
+	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return fail(path, EnvPathParameter, fmt.Errorf("%w (parameter value %q, model directory %s)", err, raw, spec.ModelDir))
+		return fail(raw, EnvPathParameter, fmt.Errorf("%w (parameter value %q)", errors.Unwrap(err), raw))
 	}
 	if st.IsDir() {
 		root, err := envRoot(path)

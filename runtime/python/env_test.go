@@ -162,6 +162,31 @@ func TestPackedVenvExtractedOnceAndOnChange(t *testing.T) {
 	}
 }
 
+// TestEnvOutsideModelDirectoryRefused is part of issue 17's case 8: an
+// EXECUTION_ENV_PATH (from a config override, say) naming an env outside
+// the model directory, directly or through a symlink, is refused unless it
+// lies under an env root the operator allowed.
+func TestEnvOutsideModelDirectoryRefused(t *testing.T) {
+	elsewhere := t.TempDir()
+	packed := filepath.Join(elsewhere, "env.tar.gz")
+	writeTarGz(t, packed, venvEntries()...)
+	b, _ := newTestBackend(t, Options{EnvRoots: []string{}})
+	wantEnvError(t, loadErr(t, b, map[string]string{EnvPathParameter: packed}, nil), EnvPathParameter, "outside the model directory and the env roots")
+	spec := probeSpec(t, 8)
+	if err := os.Symlink(packed, filepath.Join(spec.ModelDir, "link.tar.gz")); err != nil {
+		t.Fatal(err)
+	}
+	spec.Parameters[EnvPathParameter] = "$$TRITON_MODEL_DIRECTORY/link.tar.gz"
+	_, err := b.NewInstance(context.Background(), spec, 0)
+	wantEnvError(t, err, EnvPathParameter, "outside the model directory")
+	// The operator's env root lets it in.
+	err = loadErr(t, b, map[string]string{EnvPathParameter: packed}, map[string]string{KeyEnvRoots: elsewhere})
+	var ee *EnvError
+	if errors.As(err, &ee) && ee.Check == EnvPathParameter {
+		t.Errorf("an env under --backend-config=python,env-roots refused: %v", err)
+	}
+}
+
 func TestTarballWithDotDotRefused(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
 	dir := t.TempDir()
@@ -213,7 +238,7 @@ func TestBrokenArchive(t *testing.T) {
 func TestEnvPathErrors(t *testing.T) {
 	b, _ := newTestBackend(t, Options{})
 	err := loadErr(t, b, map[string]string{EnvPathParameter: "$$TRITON_MODEL_DIRECTORY/missing.tar.gz"}, nil)
-	wantEnvError(t, err, EnvPathParameter, "/probe/missing.tar.gz", "no such file")
+	wantEnvError(t, err, EnvPathParameter, "$$TRITON_MODEL_DIRECTORY/missing.tar.gz", "does not exist")
 	err = loadErr(t, b, map[string]string{EnvPathParameter: "@MODEL@/1/model.py"}, nil)
 	wantEnvError(t, err, EnvPathParameter, "not a directory or a .tar.gz")
 }

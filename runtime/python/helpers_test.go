@@ -66,6 +66,10 @@ func newTestBackend(t *testing.T, opts Options) (*Backend, *logBuffer) {
 		opts.CacheDir = t.TempDir()
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if opts.EnvRoots == nil {
+		// Tests pack their envs in temporary directories of their own.
+		opts.EnvRoots = []string{os.TempDir()}
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("backend log:\n%s", logs.String())

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -57,6 +58,12 @@ const (
 	KeyShmDefaultSize = "shm-default-byte-size"
 	// KeyEnvCacheDir is where packed envs are extracted.
 	KeyEnvCacheDir = "env-cache-dir"
+	// KeyEnvRoots lists directories (separated by the OS path-list
+	// separator) where EXECUTION_ENV_PATH may name an env besides the
+	// model's own directory: a base env the operator shares between
+	// models. An env anywhere else is refused, so that a config override
+	// cannot make a model run another interpreter.
+	KeyEnvRoots = "env-roots"
 	// KeyPollMicros is how long, in microseconds, the server polls for a
 	// stub's reply and a stub polls for its next batch before sleeping.
 	// A sleeping reader's CPU may go idle, and waking an idle virtual
@@ -98,6 +105,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Verbose enables pb_utils.Logger.log_verbose output (--log-verbose).
 	Verbose bool
+	// EnvRoots: see KeyEnvRoots; the backend config's list is added.
+	EnvRoots []string
 	// Poll: see KeyPollMicros. 0 means DefaultPoll, negative no polling.
 	Poll time.Duration
 }
@@ -159,6 +168,7 @@ type settings struct {
 	executeTimeout    time.Duration // 0: none
 	shmSize           int
 	envCacheDir       string
+	envRoots          []string
 	poll              time.Duration // 0: none
 }
 
@@ -170,6 +180,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		executeTimeout:    b.opts.ExecuteTimeout,
 		shmSize:           b.opts.ShmSize,
 		envCacheDir:       b.envs.cacheDir,
+		envRoots:          b.opts.EnvRoots,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 	}
 	if s.interpreter == "" {
@@ -212,6 +223,8 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 			s.shmSize = n
 		case KeyEnvCacheDir:
 			s.envCacheDir = v
+		case KeyEnvRoots:
+			s.envRoots = append(slices.Clone(s.envRoots), filepath.SplitList(v)...)
 		case KeyPollMicros:
 			n, perr := strconv.Atoi(v)
 			if perr != nil || n < 0 || n > 1e6 {
@@ -256,6 +269,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	resolver := b.envs
 	resolver.cacheDir = set.envCacheDir
+	resolver.roots = set.envRoots
 	env, hasEnv, err := resolver.resolve(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 	if err != nil {
 		return nil, nil, err
 	}
-	cfgPath := filepath.Join(dir, ConfigFile)
+	cfgPath := filepath.Join(name, ConfigFile)
 	limit := m.opts.MaxConfigSize
 	if limit <= 0 {
 		limit = DefaultMaxConfigSize
@@ -75,7 +75,12 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 			return nil, nil, err
 		}
 	} else {
-		cfg, err = loadConfigFile(cfgPath, limit)
+		var real string
+		if real, err = backend.Confine(dir, dir, ConfigFile, ConfigFile); err == nil {
+			// Errors name the file from the repository on, not the server's path.
+			cfgPath = filepath.Join(name, ConfigFile)
+			cfg, err = loadConfigFile(real, cfgPath, limit)
+		}
 	}
 	switch {
 	case err == nil:
@@ -91,6 +96,13 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
+	for _, o := range cfg.GetOutput() {
+		if l := o.GetLabelFilename(); l != "" {
+			if _, err := backend.Confine(dir, dir, l, "output '"+o.GetName()+"' label_filename"); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", cfgPath, err)
+			}
+		}
+	}
 	versions, err := selectVersions(cfg.GetVersionPolicy(), available)
 	if err != nil {
 		return nil, nil, err
@@ -100,28 +112,28 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 
 // loadConfigFile reads and parses config.pbtxt, refusing one over limit
 // bytes before reading it.
-func loadConfigFile(path string, limit int64) (*modelconfig.ModelConfig, error) {
+func loadConfigFile(path, shown string, limit int64) (*modelconfig.ModelConfig, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading model config: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", shown, errors.Unwrap(err))
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading model config: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", shown, errors.Unwrap(err))
 	}
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s is larger than the maximum of %d bytes (--max-config-size)", ConfigFile, limit)
 	}
-	return modelconfig.Parse(path, data)
+	return modelconfig.Parse(shown, data)
 }
 
 func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions []int64) (*modelconfig.ModelConfig, error) {
 	if m.opts.StrictModelConfig {
-		return nil, fmt.Errorf("no %s in %s (required with --strict-model-config=true)", ConfigFile, dir)
+		return nil, fmt.Errorf("no %s in %s (required with --strict-model-config=true)", ConfigFile, name)
 	}
 	if len(versions) == 0 {
-		return nil, fmt.Errorf("no %s and no version directory in %s", ConfigFile, dir)
+		return nil, fmt.Errorf("no %s and no version directory in %s", ConfigFile, name)
 	}
 	vdir := filepath.Join(dir, strconv.FormatInt(versions[len(versions)-1], 10))
 	for _, be := range []string{"pytorch", "python"} {
@@ -130,15 +142,15 @@ func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions [
 		}
 		ac, ok := m.opts.Backends[be].(AutoCompleter)
 		if !ok {
-			return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, dir, be)
+			return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, name, be)
 		}
 		cfg := &modelconfig.ModelConfig{Name: name, Backend: be}
 		if err := ac.AutoComplete(ctx, dir, vdir, cfg); err != nil {
-			return nil, fmt.Errorf("auto-completing the configuration of %s: %w", dir, err)
+			return nil, fmt.Errorf("auto-completing the configuration of %s: %w", name, err)
 		}
 		return cfg, nil
 	}
-	return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, dir)
+	return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, name)
 }
 
 // resolve validates cfg and derives everything that does not depend on the version.
@@ -304,8 +316,10 @@ func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, er
 	return specs, nil
 }
 
-// spec builds the backend's view of one version.
-func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) *backend.ModelSpec {
+// spec builds the backend's view of one version. The model file and the
+// op libraries must resolve inside the model directory (dir and vdir are
+// resolved already); the file is handed on relative to vdir.
+func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) (*backend.ModelSpec, error) {
 	params := make(map[string]string, len(r.GetParameters()))
 	for k, p := range r.GetParameters() {
 		params[k] = p.GetStringValue()
@@ -314,19 +328,29 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) *bac
 	if filename == "" {
 		filename = defaultFilenames[r.backendName]
 	}
+	if filename != "" {
+		real, err := backend.Confine(dir, vdir, filename, "model file")
+		if err != nil {
+			return nil, err
+		}
+		if filename, err = filepath.Rel(vdir, real); err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "model file '%s' cannot be resolved", r.GetDefaultModelFilename())
+		}
+	}
 	var libs []string
 	for _, l := range r.GetModelOperations().GetOpLibraryFilename() {
-		if !filepath.IsAbs(l) {
-			l = filepath.Join(vdir, l)
+		real, err := backend.Confine(dir, vdir, l, "model_operations.op_library_filename")
+		if err != nil {
+			return nil, err
 		}
-		libs = append(libs, l)
+		libs = append(libs, real)
 	}
 	return &backend.ModelSpec{
 		Name: r.Name, Version: v, ModelDir: dir, VersionDir: vdir, Repository: filepath.Dir(dir),
 		Filename: filename, MaxBatchSize: int(r.MaxBatchSize),
 		Inputs: r.inputs, Outputs: r.outputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
-	}
+	}, nil
 }
 
 // warmup materializes the model_warmup samples; input_data_file names a file
@@ -398,13 +422,16 @@ func warmupData(dir string, in *modelconfig.ModelWarmup_Input, dt backend.DataTy
 		if !filepath.IsLocal(src.InputDataFile) {
 			return nil, fmt.Errorf("input_data_file %q must name a file inside the model's warmup directory", src.InputDataFile)
 		}
-		p := filepath.Join(dir, "warmup", src.InputDataFile)
+		p, err := backend.Confine(dir, filepath.Join(dir, "warmup"), src.InputDataFile, "input_data_file")
+		if err != nil {
+			return nil, err
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("reading warmup data: %w", err)
+			return nil, fmt.Errorf("reading warmup data %s: %w", src.InputDataFile, errors.Unwrap(err))
 		}
 		if dt != backend.Bytes && int64(len(data)) != elems*int64(dt.Size()) {
-			return nil, fmt.Errorf("%s holds %d bytes, expected %d", p, len(data), elems*int64(dt.Size()))
+			return nil, fmt.Errorf("warmup/%s holds %d bytes, expected %d", src.InputDataFile, len(data), elems*int64(dt.Size()))
 		}
 		return data, nil
 	case *modelconfig.ModelWarmup_Input_RandomData:
@@ -449,7 +476,7 @@ func randomData(dt backend.DataType, elems int64) []byte {
 func versionDirs(dir string) ([]int64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading model directory: %w", err)
+		return nil, fmt.Errorf("reading the model directory: %w", errors.Unwrap(err))
 	}
 	var vs []int64
 	for _, e := range ents {

@@ -614,9 +614,14 @@ func (m *Manager) find(name string) (string, error) {
 	case 0:
 		return "", backend.Errorf(backend.NotFound, "failed to load '%s', no model directory in the repositories", name)
 	case 1:
+		// The directory as the kernel sees it: the files its config names
+		// must resolve inside it (backend.Confine).
 		abs, err := filepath.Abs(found[0])
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
 		if err != nil {
-			return "", fmt.Errorf("model '%s': %w", name, err)
+			return "", backend.Errorf(backend.Unavailable, "model '%s': its directory cannot be resolved", name)
 		}
 		return abs, nil
 	}
@@ -640,15 +645,17 @@ func (m *Manager) maxResponse() int64 {
 
 // loadVersion builds the spec and scheduler of one version.
 func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v int64) (*Model, error) {
-	vdir := filepath.Join(dir, strconv.FormatInt(v, 10))
-	if !isDir(vdir) {
-		return nil, fmt.Errorf("version directory %s not found", vdir)
+	vname := strconv.FormatInt(v, 10)
+	vdir, err := backend.Confine(dir, dir, vname, "version directory")
+	if err != nil {
+		return nil, err
 	}
-	spec := cfg.spec(dir, vdir, v, m.opts.BackendConfig[cfg.backendName])
-	if spec.Filename != "" {
-		if _, err := os.Stat(filepath.Join(vdir, spec.Filename)); err != nil {
-			return nil, fmt.Errorf("model file: %w", err)
-		}
+	if !isDir(vdir) {
+		return nil, fmt.Errorf("version directory %s not found", vname)
+	}
+	spec, err := cfg.spec(dir, vdir, v, m.opts.BackendConfig[cfg.backendName])
+	if err != nil {
+		return nil, err
 	}
 	warm, err := cfg.warmup(dir)
 	if err != nil {

@@ -152,7 +152,7 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 		"gpu":        "unsupported: instance_group.kind KIND_GPU",
 		"seq":        "unsupported: sequence_batching",
 		"ragged":     "unsupported: input.allow_ragged_batch",
-		"syntax":     filepath.Join(root, "syntax", "config.pbtxt") + ":3:19:",
+		"syntax":     "model 'syntax': syntax/config.pbtxt:3:19:",
 		"wrongname":  "does not match its directory",
 		"nobackend":  "backend 'onnxruntime' is not available",
 		"noversions": "at least one version",
@@ -194,10 +194,11 @@ func TestSpecFromConfig(t *testing.T) {
 	writeModel(t, root, "m", linearCfg+`
 default_model_filename: "net.bin"
 parameters { key: "p" value { string_value: "v" } }
-model_operations { op_library_filename: ["libops.so", "/abs/libx.so"] }
+model_operations { op_library_filename: ["libops.so", "../shared/libx.so"] }
 instance_group [{ kind: KIND_CPU count: 2 }, { count: 1 }]
 dynamic_batching { preferred_batch_size: [2, 4] max_queue_delay_microseconds: 500 default_queue_policy { max_queue_size: 7 } }
-`, []string{"1"}, "net.bin")
+`, []string{"1"}, "net.bin", "libops.so")
+	writeModel(t, root, "m", "", []string{"shared"}, "libx.so")
 	be := fake.New()
 	m, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be},
 		BackendConfig: map[string]map[string]string{"fake": {"k": "v"}}, StrictModelConfig: true})
@@ -217,7 +218,7 @@ dynamic_batching { preferred_batch_size: [2, 4] max_queue_delay_microseconds: 50
 		s.VersionDir != filepath.Join(root, "m", "1") || s.ModelDir != filepath.Join(root, "m") {
 		t.Errorf("spec: %+v", s)
 	}
-	if len(s.OpLibraries) != 2 || s.OpLibraries[0] != filepath.Join(root, "m", "1", "libops.so") || s.OpLibraries[1] != "/abs/libx.so" {
+	if len(s.OpLibraries) != 2 || s.OpLibraries[0] != filepath.Join(root, "m", "1", "libops.so") || s.OpLibraries[1] != filepath.Join(root, "m", "shared", "libx.so") {
 		t.Errorf("op libraries: %v", s.OpLibraries)
 	}
 	if be.Instances("m") != 3 {

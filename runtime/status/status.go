@@ -11,6 +11,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -86,4 +90,35 @@ func GRPCCode(err error) codes.Code {
 		return codes.Unavailable
 	}
 	return codes.InvalidArgument
+}
+
+// absPath matches an absolute path token in a message: after the start, a
+// space, a quote, a parenthesis or '=', up to the next space, quote,
+// colon, comma or parenthesis.
+var absPath = regexp.MustCompile(`(^|[\s'"(=\[])(/[^\s'"():,\]]+)`)
+
+// Message is the text a client gets for err: its message with absolute
+// server paths cut to their last element (".../model.pt"), so that errors
+// from any layer reveal nothing of the server's file system. The log keeps
+// the full error. Only paths whose first element exists in the server's
+// root are cut, so that endpoint paths such as /v2/models stay.
+func Message(err error) string { return Redact(err.Error()) }
+
+// Redact cuts the absolute server paths in s, as Message does.
+func Redact(s string) string {
+	if !strings.Contains(s, "/") {
+		return s
+	}
+	return absPath.ReplaceAllStringFunc(s, func(m string) string {
+		i := strings.IndexByte(m, '/')
+		lead, p := m[:i], m[i:]
+		first, _, _ := strings.Cut(p[1:], "/")
+		if first == "" {
+			return m
+		}
+		if _, err := os.Lstat("/" + first); err != nil {
+			return m
+		}
+		return lead + ".../" + filepath.Base(p)
+	})
 }

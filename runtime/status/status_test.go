@@ -49,3 +49,19 @@ func TestHTTPHealth(t *testing.T) {
 		t.Errorf("HTTPHealth: %d when it holds, %d when not; want 200 and 400", HTTPHealth(true), HTTPHealth(false))
 	}
 }
+
+// TestMessageCutsServerPaths is part of issue 17's case 10: errors that
+// reach clients carry no absolute server path, whichever layer wrote them;
+// endpoint paths stay.
+func TestMessageCutsServerPaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"model file: stat /tmp/repo/m/1/model.pt: no such file":       "model file: stat .../model.pt: no such file",
+		`python stub with /usr/bin/python3 failed ("/etc/x" missing)`: `python stub with .../python3 failed (".../x" missing)`,
+		"no such endpoint: POST /v2/nothing":                          "no such endpoint: POST /v2/nothing",
+		"output 'OUT' already exists in request":                      "output 'OUT' already exists in request",
+	} {
+		if got := Message(errors.New(in)); got != want {
+			t.Errorf("Message(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
