@@ -68,6 +68,19 @@ unit:
 proto:
 	runtime/modelconfig/gen.sh
 
+# lint runs golangci-lint (.golangci.yml; pinned, installed into .bin from the
+# Go module proxy) and checks that regenerating the protobuf code changes
+# nothing. .ci/run calls it before the tests.
+GOLANGCI_LINT_VERSION := 2.15.0
+lint:
+	@if ! $(CURDIR)/.bin/golangci-lint version 2>/dev/null | grep -q 'version $(GOLANGCI_LINT_VERSION) '; then \
+	  echo "installing golangci-lint v$(GOLANGCI_LINT_VERSION) into .bin"; \
+	  GOBIN=$(CURDIR)/.bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
+	fi
+	$(CURDIR)/.bin/golangci-lint run ./...
+	runtime/modelconfig/gen.sh
+	@git diff --exit-code --stat -- runtime/modelconfig || { echo "make lint: the generated protobuf code is stale; run make proto and commit it" >&2; exit 1; }
+
 bench: deps tbtorch tools ghz
 	@echo "see docs/performance.md for each benchmark's command"
 

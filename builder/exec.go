@@ -972,7 +972,7 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 		var lastTick time.Time
 		for sc.Scan() {
 			line := sc.Text()
-			logf.WriteString(line + "\n")
+			_, _ = logf.WriteString(line + "\n") // a full disk shows in the step's own failure; the tail below still has the line
 			tail.add(line)
 			lines++
 			if prog != nil {
@@ -997,7 +997,7 @@ func (b *nodeBuild) run(ctx context.Context, step, dir string, extraEnv []string
 				}
 			}
 		}
-		io.Copy(logf, pr) // drain an over-long line
+		_, _ = io.Copy(logf, pr) // drain an over-long line (the pipe must be read to the end either way)
 	}()
 	err = cmd.Run()
 	pw.Close()

@@ -109,7 +109,7 @@ func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) 
 	stamp := filepath.Join(p.Store.Root, "images", "outputs.json")
 	stamps := map[string]string{}
 	if data, err := os.ReadFile(stamp); err == nil {
-		json.Unmarshal(data, &stamps)
+		_ = json.Unmarshal(data, &stamps) // a damaged stamp file only costs a rebuild of the outputs
 	}
 	outputs := map[string]string{}
 	if req.Tarball != "" {
@@ -189,7 +189,7 @@ func (p *Project) BuildImage(ctx context.Context, plan *Plan, req ImageRequest) 
 	stamps["digest:"+key] = res.Digest
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err == nil {
 		if data, err := json.MarshalIndent(stamps, "", " "); err == nil {
-			atomicfile.WriteFile(stamp, data, 0o644)
+			_ = atomicfile.WriteFile(stamp, data, 0o644) // the stamps only save work next time
 		}
 	}
 	return res, nil

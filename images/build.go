@@ -535,7 +535,6 @@ func compose(o *Options, base *baseImage, specs []*layerSpec, layers []*fileLaye
 	cfg.Architecture = o.Arch
 	cfg.OS = "linux"
 	cfg.Created = v1.Time{Time: o.Epoch}
-	cfg.Container, cfg.DockerVersion = "", ""
 	cfg.Config.Entrypoint = o.Entrypoint
 	cfg.Config.Cmd = o.Cmd
 	cfg.Config.User = o.User

@@ -238,7 +238,7 @@ func TestConfigLabelsAndAnnotations(t *testing.T) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
 	}
-	if !cfg.Created.Time.Equal(testEpoch) {
+	if !cfg.Created.Equal(testEpoch) {
 		t.Errorf("created %v", cfg.Created)
 	}
 	m, err := asm.Image.Manifest()

@@ -108,7 +108,7 @@ func WriteLayout(ctx context.Context, img v1.Image, dir, tag string, o OutputOpt
 		}
 		if err := os.Rename(tmp, dir); err != nil {
 			if rerr := os.Rename(old, dir); rerr != nil {
-				return fmt.Errorf("replacing OCI layout %s: %w (and restoring the old one: %v; it is at %s)", dir, err, rerr, old)
+				return fmt.Errorf("replacing OCI layout %s: %w (and restoring the old one: %w; it is at %s)", dir, err, rerr, old)
 			}
 			return fmt.Errorf("replacing OCI layout %s: %w", dir, err)
 		}
@@ -250,8 +250,8 @@ func (l *progressLayer) Compressed() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, _ := l.Layer.Digest()
-	size, _ := l.Layer.Size()
+	d, _ := l.Digest()
+	size, _ := l.Size()
 	return &progressReader{rc: rc, img: l.img, name: d.String(), total: size}, nil
 }
 

@@ -380,7 +380,7 @@ func (b *Broker) serve(conn net.Conn) {
 	r := bufio.NewReaderSize(conn, maxLine)
 	enc := json.NewEncoder(conn)
 	fail := func(format string, args ...any) {
-		enc.Encode(brokerMsg{Op: "error", Error: fmt.Sprintf(format, args...)})
+		_ = enc.Encode(brokerMsg{Op: "error", Error: fmt.Sprintf(format, args...)}) // the launcher may be gone already
 	}
 	var req brokerMsg
 	if err := readMsg(r, &req); err != nil {
@@ -452,7 +452,7 @@ func (b *Broker) finish(w *waiter, enc *json.Encoder, readErr error, done *broke
 		return
 	}
 	if done.Op != "done" {
-		enc.Encode(brokerMsg{Op: "error", Error: fmt.Sprintf("want op done after the grant, got %q", done.Op)})
+		_ = enc.Encode(brokerMsg{Op: "error", Error: fmt.Sprintf("want op done after the grant, got %q", done.Op)}) // the launcher may be gone already
 		b.mu.Lock()
 		b.counters.Abandoned++
 		b.mu.Unlock()
@@ -470,7 +470,7 @@ func (b *Broker) finish(w *waiter, enc *json.Encoder, readErr error, done *broke
 	if done.OOM {
 		b.logf("memory broker: %s %s was OOM-killed (granted %s by %s)", w.id.Kind, w.id.Key, FormatBytes(w.need), w.estimate)
 	}
-	enc.Encode(brokerMsg{Op: "ok"})
+	_ = enc.Encode(brokerMsg{Op: "ok"}) // the result is recorded; a launcher that left early loses only the ack
 }
 
 var errEOF = errors.New("connection closed")

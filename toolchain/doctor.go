@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -288,8 +289,8 @@ func dpkgInstalled(ctx context.Context, pkgs []string) (map[string]bool, error) 
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil && len(out) == 0 {
-		if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(stderr.String(), "no packages found") {
-			return nil, fmt.Errorf("dpkg-query: %v: %s", err, strings.TrimSpace(stderr.String()))
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || !strings.Contains(stderr.String(), "no packages found") {
+			return nil, fmt.Errorf("dpkg-query: %w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 	}
 	return parseDpkgStatus(out), nil

@@ -217,7 +217,9 @@ func acquire(ctx context.Context, sock string, id CommandID, remote bool) (*brok
 // done reports the finished command and ends the lease.
 func (l *brokerLease) done(res runResult) error {
 	defer l.conn.Close()
-	l.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := l.conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return fmt.Errorf("memory broker: %w", err)
+	}
 	msg := brokerMsg{Op: "done", PeakRSS: res.peakRSS, WallMS: res.wall.Milliseconds(), Exit: res.status, OOM: res.oom}
 	if err := json.NewEncoder(l.conn).Encode(msg); err != nil {
 		return err

@@ -22,7 +22,7 @@ func TestOOMMonitorClassify(t *testing.T) {
 	cg := &Cgroup{Version: 2, Dir: dir, Mount: dir}
 	m := NewOOMMonitor(cg, nil)
 	plain := errors.New("ninja: build stopped: subcommand failed")
-	if err := m.Classify(plain, []byte("error: expected ';'")); err != plain {
+	if err := m.Classify(plain, []byte("error: expected ';'")); !errors.Is(err, plain) {
 		t.Errorf("a compile error was classified as %v", err)
 	}
 	if m.Classify(nil, nil) != nil {
@@ -97,7 +97,7 @@ func TestRetryPolicy(t *testing.T) {
 	// A non-memory failure is not retried.
 	plain := errors.New("compile error")
 	attempts, err = p.Run(context.Background(), func(context.Context, Attempt) error { return plain })
-	if err != plain || len(attempts) != 1 {
+	if !errors.Is(err, plain) || len(attempts) != 1 {
 		t.Errorf("plain failure: %d attempts, %v", len(attempts), err)
 	}
 }

@@ -114,9 +114,9 @@ func runE2E(ctx context.Context, work string, o e2eOptions) error {
 	}); err != nil {
 		return err
 	}
-	defer exec.Command("docker", "rmi", "-f", loaded).Run()
+	defer func() { _ = exec.Command("docker", "rmi", "-f", loaded).Run() }() // best effort: the run is over
 	container := fmt.Sprintf("bench-images-%d", time.Now().UnixNano())
-	defer exec.Command("docker", "rm", "-f", container).Run()
+	defer func() { _ = exec.Command("docker", "rm", "-f", container).Run() }()
 	if err := step("docker run until the first correct inference", func() error {
 		port, err := freePort()
 		if err != nil {
@@ -261,8 +261,7 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 5 ] } ]
 	if err := os.WriteFile(filepath.Join(dir, "simple_linear_pt", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	os.Chmod(filepath.Join(ver, "model.pt"), 0o644)
-	return nil
+	return os.Chmod(filepath.Join(ver, "model.pt"), 0o644)
 }
 
 // firstInference polls one inference until it answers 200 with five
@@ -288,13 +287,13 @@ func firstInference(ctx context.Context, base string, timeout time.Duration) err
 			if resp.StatusCode == http.StatusOK && derr == nil && len(res.Outputs) == 1 && len(res.Outputs[0].Data) == 5 {
 				return nil
 			}
-			last = fmt.Errorf("status %s (%v)", resp.Status, derr)
+			last = fmt.Errorf("status %s (%w)", resp.Status, derr)
 		} else {
 			last = err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("no inference within %s: %v", timeout, last)
+	return fmt.Errorf("no inference within %s: %w", timeout, last)
 }
 
 func freePort() (int, error) {

@@ -202,7 +202,7 @@ func dockerPeer(ctx context.Context, work string, asm *images.Assembly, trees []
 		return err
 	}
 	tag := fmt.Sprintf("tritonbuild-bench:%d", time.Now().UnixNano())
-	defer exec.Command("docker", "rmi", "-f", tag).Run()
+	defer func() { _ = exec.Command("docker", "rmi", "-f", tag).Run() }() // best effort: the run is over
 	build := func(extra ...string) (time.Duration, error) {
 		args := append([]string{"build", "-q", "-t", tag}, extra...)
 		cmd := exec.CommandContext(ctx, "docker", append(args, bctx)...)
@@ -254,12 +254,16 @@ func extract(l interface{ Uncompressed() (io.ReadCloser, error) }, dir string) e
 				return err
 			}
 		case tar.TypeSymlink:
-			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
 			if err := os.Symlink(h.Linkname, p); err != nil {
 				return err
 			}
 		case tar.TypeReg:
-			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777)
 			if err != nil {
 				return err
@@ -282,7 +286,7 @@ func demoTrees(ctx context.Context, work string) ([]images.Tree, string, error) 
 		return nil, "", err
 	}
 	if out, err := exec.CommandContext(ctx, "cp", "-a", "/usr/lib/python3.11", filepath.Join(py, "lib", "python3.11")).CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("copying the Python standard library: %v %s", err, out)
+		return nil, "", fmt.Errorf("copying the Python standard library: %w %s", err, out)
 	}
 	app := filepath.Join(work, "tree-torchapp")
 	src := filepath.Join(work, "torchapp.c")
@@ -294,7 +298,7 @@ func demoTrees(ctx context.Context, work string) ([]images.Tree, string, error) 
 	}
 	cmd := exec.CommandContext(ctx, "cc", "-o", filepath.Join(app, "bin", "tritonserver"), src, "-Wl,--no-as-needed", "-ltorch_cpu", "-lc10")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("linking a program against libtorch (libtorch-dev): %v %s", err, out)
+		return nil, "", fmt.Errorf("linking a program against libtorch (libtorch-dev): %w %s", err, out)
 	}
 	return []images.Tree{
 		{Name: "python", Version: "3.11", Hash: "demo-python", Dir: py},

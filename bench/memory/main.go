@@ -186,7 +186,9 @@ func run() error {
 		}
 		fmt.Fprintf(tw, "%s\t%.2fs\t%d\t%s\t%s\t%s\n", r.name, r.res.Wall.Seconds(), r.res.OOMKills, result, peak, ratio)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if best == nil {
 		fmt.Println("no fixed -j survived the limit")
 	} else {

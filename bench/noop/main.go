@@ -41,7 +41,7 @@ func run(root, profile, store string, runs int) error {
 	build := exec.Command("go", "build", "-o", bin, "./cmd/tritonbuild")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building tritonbuild: %v\n%s", err, out)
+		return fmt.Errorf("building tritonbuild: %w\n%s", err, out)
 	}
 	all := []string{"all", "--profile", profile}
 	if store != "" {
@@ -66,9 +66,11 @@ func run(root, profile, store string, runs int) error {
 		}
 		rules += fmt.Sprintf("n%d: %s\n\ttouch $@\n", i, dep)
 	}
-	os.WriteFile(mk, []byte("all: n3\n"+rules), 0o644)
+	if err := os.WriteFile(mk, []byte("all: n3\n"+rules), 0o644); err != nil {
+		return err
+	}
 	if out, err := exec.Command("make", "-C", tmp).CombinedOutput(); err != nil {
-		return fmt.Errorf("make: %v\n%s", err, out)
+		return fmt.Errorf("make: %w\n%s", err, out)
 	}
 
 	cases := []struct {
@@ -89,7 +91,7 @@ func run(root, profile, store string, runs int) error {
 			cmd.Dir = c.dir
 			t0 := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("%s: %v\n%s", c.name, err, out)
+				return fmt.Errorf("%s: %w\n%s", c.name, err, out)
 			}
 			times[c.name] = append(times[c.name], time.Since(t0))
 		}

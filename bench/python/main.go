@@ -110,14 +110,16 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		if err != nil {
 			return 0, fmt.Errorf("reading the seed repository (run from the repository root or pass -seed): %w", err)
 		}
-		os.MkdirAll(filepath.Dir(filepath.Join(modelDir, f)), 0o755)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(modelDir, f)), 0o755); err != nil {
+			return 0, err
+		}
 		if err := os.WriteFile(filepath.Join(modelDir, f), data, 0o644); err != nil {
 			return 0, err
 		}
 	}
 	makeModel := filepath.Join(filepath.Dir(seed), "make_model.py")
 	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("make_model.py: %v\n%s", err, out)
+		return 0, fmt.Errorf("make_model.py: %w\n%s", err, out)
 	}
 	spec := func(file string) *backend.ModelSpec {
 		return &backend.ModelSpec{
@@ -129,7 +131,9 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 			BackendConfig: map[string]string{python.KeyInterpreter: py},
 		}
 	}
-	os.Setenv("OMP_NUM_THREADS", "1") // inherited by the stubs
+	if err := os.Setenv("OMP_NUM_THREADS", "1"); err != nil { // inherited by the stubs
+		return 0, err
+	}
 	ctx := context.Background()
 
 	type peer struct {
@@ -178,7 +182,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 			for i := 0; i < 200; i++ {
 				resps, err := inst.Execute(ctx, []*backend.Request{req()})
 				if err != nil || resps[0].Err != nil {
-					return 0, fmt.Errorf("%s: warmup: %v %v", p.name, err, resps)
+					return 0, fmt.Errorf("%s: warmup: %w %v", p.name, err, resps)
 				}
 				if first == nil {
 					first = resps[0].Outputs[0].Data
@@ -362,11 +366,11 @@ func directBaseline(py, modelDir string, n int) (time.Duration, error) {
 	cmd := exec.Command(py, "-c", directPy, stubDir, filepath.Join(modelDir, "1"), strconv.Itoa(n))
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("direct baseline: %v", err)
+		return 0, fmt.Errorf("direct baseline: %w", err)
 	}
 	var secs float64
 	if err := json.Unmarshal([]byte(lastLine(string(out))), &secs); err != nil {
-		return 0, fmt.Errorf("direct baseline output %q: %v", out, err)
+		return 0, fmt.Errorf("direct baseline output %q: %w", out, err)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

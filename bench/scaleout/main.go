@@ -102,7 +102,9 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 		return err
 	}
 	b.recipes = filepath.Join(dir, "recipes")
-	os.MkdirAll(b.recipes, 0o755)
+	if err := os.MkdirAll(b.recipes, 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(b.recipes, "tblgen.yaml"), []byte(strings.ReplaceAll(tblgenRecipe, "{{SRC}}", src)), 0o644); err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 	t0 := time.Now()
 	ex := &builder.Executor{Store: storeA, Cache: cache, Out: os.Stderr}
 	if n, err := ex.Push(ctx, resA.Plan.Nodes); err != nil || n != 1 {
-		return fmt.Errorf("push: %d nodes, %v", n, err)
+		return fmt.Errorf("push: %d nodes, %w", n, err)
 	}
 	push := time.Since(t0)
 	if err := cc.ZeroStats(ctx); err != nil {
@@ -162,7 +164,7 @@ func run(ctx context.Context, tarball, dir string, jobs int) error {
 	tblgen := filepath.Join(st.TreeDir(node.Key()), "bin", "llvm-tblgen")
 	out, err := exec.CommandContext(ctx, tblgen, "--version").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pulled llvm-tblgen does not run: %v: %s", err, out)
+		return fmt.Errorf("pulled llvm-tblgen does not run: %w: %s", err, out)
 	}
 	m, err := st.Manifest(node.Key())
 	if err != nil {
@@ -256,7 +258,7 @@ func startRegistry(dir string) (string, func(), error) {
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("starting docker-registry: %w", err)
 	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() } // the registry is ours; its exit status says nothing
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		resp, err := http.Get("http://" + addr + "/v2/")
 		if err == nil {

@@ -73,7 +73,7 @@ func runWrk(wrk, dir string, c wrkCase, conc int, d time.Duration) (result, erro
 	out, err := exec.Command(wrk, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conc),
 		"-d"+strconv.Itoa(max(int(d.Seconds()), 1))+"s", "--latency", "-s", script, c.url).CombinedOutput()
 	if err != nil {
-		return result{}, fmt.Errorf("wrk %s: %v\n%s", c.name, err, out)
+		return result{}, fmt.Errorf("wrk %s: %w\n%s", c.name, err, out)
 	}
 	if wrkBad.Match(out) {
 		return result{}, fmt.Errorf("wrk %s: errors or non-2xx answers:\n%s", c.name, out)
@@ -109,7 +109,7 @@ func runGhz(ghz, protoDir, dir, addr string, req *pb.ModelInferRequest, conc int
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return result{}, fmt.Errorf("ghz: %v\n%s%s", err, out, stderr.Bytes())
+		return result{}, fmt.Errorf("ghz: %w\n%s%s", err, out, stderr.Bytes())
 	}
 	var rep struct {
 		Rps            float64        `json:"rps"`

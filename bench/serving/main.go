@@ -208,7 +208,7 @@ func setupRepository(o options, dir string, rec *execTimes) (map[string]backend.
 		if src == "" {
 			src = filepath.Join(dir, "model.pt")
 			if out, err := exec.Command(o.python, o.makeModel, src).CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("writing model.pt with %s: %v\n%s", o.python, err, out)
+				return nil, fmt.Errorf("writing model.pt with %s: %w\n%s", o.python, err, out)
 			}
 		}
 		data, err := os.ReadFile(src)

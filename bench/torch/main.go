@@ -193,7 +193,7 @@ func ensureModel(model, shared, python string) (string, func(), error) {
 	}
 	if out, err := exec.Command(python, script, model).CombinedOutput(); err != nil {
 		cleanup()
-		return "", nil, fmt.Errorf("%s %s: %v\n%s", python, script, err, out)
+		return "", nil, fmt.Errorf("%s %s: %w\n%s", python, script, err, out)
 	}
 	return model, cleanup, nil
 }

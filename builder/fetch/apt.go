@@ -95,7 +95,9 @@ func FetchApt(ctx context.Context, spec AptSpec, cache Cache, opts Options) (str
 	defer os.RemoveAll(dl)
 	// apt downloads as the unprivileged _apt user when it can reach the
 	// directory; without this it falls back to root and warns.
-	os.Chmod(dl, 0o755)
+	if err := os.Chmod(dl, 0o755); err != nil {
+		return "", fmt.Errorf("apt source %s: %w", id, err)
+	}
 
 	fmt.Fprintf(opts.log(), "fetching %s from apt source package %s\n", spec.File, id)
 	_, err = a.run(ctx, dl, "source", "--download-only", "--only-source", id)

@@ -112,7 +112,7 @@ func probeURL(ctx context.Context, u *url.URL, size int64, opts Options) error {
 			return nil, err
 		}
 		// At most the one byte asked for; the connection is reused.
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10)) // lets the connection be reused; the status is the answer
 		resp.Body.Close()
 		return resp, nil
 	}

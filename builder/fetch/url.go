@@ -238,7 +238,7 @@ func (d *download) transfer(ctx context.Context, u *url.URL) (hash.Hash, error) 
 	}
 	defer resp.Body.Close()
 
-	total := int64(-1)
+	var total int64
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if offset > 0 {
@@ -254,7 +254,9 @@ func (d *download) transfer(ctx context.Context, u *url.URL) (hash.Hash, error) 
 		if !ok || start != offset {
 			// A range we did not ask for: drop what we have so that the
 			// next attempt asks for the whole file.
-			restart(f, h)
+			if err := restart(f, h); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("GET %s: unexpected Content-Range %q for offset %d", u.Redacted(), resp.Header.Get("Content-Range"), offset)
 		}
 		d.resumed = true
@@ -265,7 +267,9 @@ func (d *download) transfer(ctx context.Context, u *url.URL) (hash.Hash, error) 
 			d.resumed = true
 			return h, nil
 		}
-		restart(f, h)
+		if err := restart(f, h); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("GET %s: range from byte %d not satisfiable; discarded the partial file", u.Redacted(), offset)
 	default:
 		return nil, &StatusError{URL: u.Redacted(), Status: resp.Status, Code: resp.StatusCode}
@@ -289,7 +293,9 @@ func (d *download) transfer(ctx context.Context, u *url.URL) (hash.Hash, error) 
 			h.Write(buf[:n])
 			done += int64(n)
 			if d.size > 0 && done > d.size {
-				restart(f, h)
+				if err := restart(f, h); err != nil {
+					return nil, err
+				}
 				return nil, permanentError{fmt.Errorf("GET %s: more than the expected %d bytes", u.Redacted(), d.size)}
 			}
 			d.opts.report(Update{Name: d.name, Complete: done, Total: total})

@@ -84,7 +84,7 @@ func Load(dirs ...Dir) (*Set, error) {
 			return nil, fmt.Errorf("reading recipes in %s: %w", d.Label, err)
 		}
 		for _, e := range entries {
-			if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".yml") {
 				continue
 			}
 			data, err := fs.ReadFile(d.FS, e.Name())

@@ -55,7 +55,7 @@ func (r *Recipe) ResolveOptions(set map[string]any) (map[string]any, error) {
 		}
 		cv, err := coerceOption(o, v)
 		if err != nil {
-			return nil, fmt.Errorf("build config option %s.%s: %v", r.Name, name, err)
+			return nil, fmt.Errorf("build config option %s.%s: %w", r.Name, name, err)
 		}
 		out[name] = cv
 	}

@@ -116,13 +116,13 @@ http:
 		go func() { exited <- cmd.Wait() }()
 		if err := waitHTTP("http://"+addr+"/v2/", exited, 20*time.Second); err != nil {
 			cmd.Process.Kill()
-			<-exited
+			<-exited //nolint:errcheck // killed: its exit status says nothing
 			lastErr = fmt.Errorf("docker-registry on %s: %w\n%s", addr, err, logs.String())
 			continue
 		}
 		t.Cleanup(func() {
 			cmd.Process.Kill()
-			<-exited
+			<-exited //nolint:errcheck // killed: its exit status says nothing
 		})
 		return &Registry{Addr: addr, Root: root}
 	}
@@ -145,7 +145,7 @@ func waitHTTP(url string, exited <-chan error, timeout time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited early: %v", err)
+			return fmt.Errorf("exited early: %w", err)
 		default:
 		}
 		resp, err := client.Get(url)

@@ -58,7 +58,7 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 		wait = min(2*wait, maxWait)
 	}
 	return func() {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN) // closing f releases the lock anyway
 		f.Close()
 	}, nil
 }

@@ -59,7 +59,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		req, parsed, err := decodeRequest(body, h, m, nil)
 		if err != nil {
-			if _, ok := err.(*backend.Error); !ok {
+			if be := (*backend.Error)(nil); !errors.As(err, &be) {
 				t.Fatalf("decode error is not a *backend.Error: %T %v", err, err)
 			}
 			return

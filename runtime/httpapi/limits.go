@@ -116,7 +116,7 @@ func contentDecoders() map[string]decoder {
 // body returns r's body decoded, bounded to limit bytes and held to the
 // minimum arrival rate. The error is a *backend.Error.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
-	var rd io.ReadCloser = r.Body
+	rd := r.Body
 	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
 		dec, ok := s.decoders[enc]
 		if !ok {

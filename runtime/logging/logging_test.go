@@ -2,6 +2,7 @@ package logging
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"regexp"
@@ -34,8 +35,8 @@ func TestLineFormatsAndSwitches(t *testing.T) {
 	log.Info("info is off now")
 	log.Warn("careful")
 	log.Debug("verbose 1")
-	log.Log(nil, slog.LevelDebug-1, "verbose 2")
-	log.Log(nil, slog.LevelDebug-2, "verbose 3 stays hidden")
+	log.Log(context.Background(), slog.LevelDebug-1, "verbose 2")
+	log.Log(context.Background(), slog.LevelDebug-2, "verbose 3 stays hidden")
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	isoLine := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ([IWE]) \d+ logging_test\.go:\d+\] (.*) model=m$`)
 	var got []string

@@ -524,7 +524,7 @@ func (in *Instance) Close() error {
 		return nil
 	}
 	in.closed = true
-	defer in.shm.close()
+	defer func() { _ = in.shm.close() }() // the region is ours alone; a failed unmap or unlink leaks nothing the next start reuses
 	proc := in.proc
 	in.proc = nil
 	if proc == nil || !proc.alive() {

@@ -26,6 +26,7 @@ package python
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -320,8 +321,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	if err := inst.start(ctx); err != nil {
 		inst.unload()
-		inst.shm.close()
-		return nil, err
+		return nil, errors.Join(err, inst.shm.close())
 	}
 	return inst, nil
 }

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,10 +104,10 @@ func TestVersionPolicies(t *testing.T) {
 	if mod, err := m.Get("all", -1); err != nil || mod.Version != 10 {
 		t.Errorf("Get latest: %v %v", mod, err)
 	}
-	if _, err := m.Get("all", 7); err == nil || err.(*backend.Error).Code != backend.NotFound {
+	if _, err := m.Get("all", 7); codeOf(err) != backend.NotFound {
 		t.Errorf("Get unknown version: %v", err)
 	}
-	if _, err := m.Get("nope", -1); err == nil || err.(*backend.Error).Code != backend.NotFound {
+	if _, err := m.Get("nope", -1); codeOf(err) != backend.NotFound {
 		t.Errorf("Get unknown model: %v", err)
 	}
 }
@@ -336,7 +337,7 @@ func TestUnloadAndReload(t *testing.T) {
 	if err := m.Unload(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get("m", 1); err == nil || err.(*backend.Error).Code != backend.Unavailable {
+	if _, err := m.Get("m", 1); codeOf(err) != backend.Unavailable {
 		t.Errorf("unloaded model: %v", err)
 	}
 	if !m.Ready() {
@@ -349,4 +350,13 @@ func TestUnloadAndReload(t *testing.T) {
 	if got := readyVersions(m, "m"); !slicesEqual(got, []int64{2}) {
 		t.Errorf("after reload: %v", got)
 	}
+}
+
+// codeOf is err's backend code, or -1 when err is nil or carries none.
+func codeOf(err error) backend.Code {
+	var be *backend.Error
+	if !errors.As(err, &be) {
+		return -1
+	}
+	return be.Code
 }

@@ -2,6 +2,7 @@ package torch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -128,11 +129,7 @@ func (b *Backend) prepareProcess(ctx context.Context, where string, spec *backen
 }
 
 func asBackendError(err error, target **backend.Error) bool {
-	be, ok := err.(*backend.Error)
-	if ok {
-		*target = be
-	}
-	return ok
+	return errors.As(err, target)
 }
 
 // wrapErr prefixes a backend error's message with where, keeping its code

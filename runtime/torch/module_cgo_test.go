@@ -66,7 +66,7 @@ func torchPython(t *testing.T) string {
 			fixtures.py = "/usr/bin/python3"
 		}
 		if out, err := exec.Command(fixtures.py, "-c", "import torch").CombinedOutput(); err != nil {
-			fixtures.pyErr = fmt.Errorf("%v: %s", err, out)
+			fixtures.pyErr = fmt.Errorf("%w: %s", err, out)
 		}
 	})
 	if fixtures.pyErr != nil {
@@ -151,7 +151,7 @@ func simpleLinear(t *testing.T) *backend.ModelSpec {
 	fixtures.modelOnce.Do(func() {
 		fixtures.model = filepath.Join(fixtures.dir, "simple_linear.pt")
 		if out, err := exec.Command(py, script, fixtures.model).CombinedOutput(); err != nil {
-			fixtures.modelErr = fmt.Errorf("%s: %v\n%s", script, err, out)
+			fixtures.modelErr = fmt.Errorf("%s: %w\n%s", script, err, out)
 		}
 	})
 	if fixtures.modelErr != nil {

@@ -65,7 +65,7 @@ func NewGroup(limit int64) (*Group, error) {
 		if _, err := os.Stat(filepath.Join(dir, "memory.max")); err != nil {
 			// Delegate the controller to children; this fails (EBUSY) when
 			// the parent itself holds processes and is not the root group.
-			os.WriteFile(filepath.Join(own.Dir, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+			_ = os.WriteFile(filepath.Join(own.Dir, "cgroup.subtree_control"), []byte("+memory"), 0o644) // the Stat below says whether it took
 		}
 		if _, err := os.Stat(filepath.Join(dir, "memory.max")); err != nil {
 			os.Remove(dir)

@@ -65,7 +65,7 @@ func (s *sequential) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := s.r.Read(p)
-	if err != nil && err != io.EOF && !s.named {
+	if err != nil && !errors.Is(err, io.EOF) && !s.named {
 		err = fmt.Errorf("xz: decoding near compressed offset %d: %w", s.cr.n, err)
 	}
 	return n, err

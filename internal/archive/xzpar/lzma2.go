@@ -120,8 +120,8 @@ func (goDecoder) decode(ctx context.Context, data []byte, dictCap int, out []byt
 	// The LZMA2 data must end exactly here: an end marker, and no
 	// compressed bytes left over.
 	var extra [1]byte
-	if n, err := dec.Read(extra[:]); n != 0 || err != io.EOF {
-		if err != nil && err != io.EOF {
+	if n, err := dec.Read(extra[:]); n != 0 || !errors.Is(err, io.EOF) {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("LZMA2 data after %d bytes: %w", len(out), err)
 		}
 		return errLong(len(out))

@@ -2,6 +2,7 @@ package xzpar
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -77,7 +78,7 @@ func TestBlockDecoderCanceled(t *testing.T) {
 	cancel()
 	for name, mk := range decoders(t) {
 		dec := mk()
-		if err := dec.decode(ctx, raw, 64<<10, make([]byte, len(data))); err != context.Canceled {
+		if err := dec.decode(ctx, raw, 64<<10, make([]byte, len(data))); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: got %v, want context.Canceled", name, err)
 		}
 		dec.close()

@@ -406,7 +406,7 @@ func (rd *Reader) WriteTo(w io.Writer) (int64, error) {
 			continue
 		}
 		if rd.err != nil {
-			if rd.err == io.EOF {
+			if errors.Is(rd.err, io.EOF) {
 				return total, nil
 			}
 			return total, rd.err
@@ -418,7 +418,7 @@ func (rd *Reader) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (rd *Reader) fail(err error) {
-	if err != io.EOF {
+	if !errors.Is(err, io.EOF) {
 		rd.cancel()
 	}
 	rd.err = err
