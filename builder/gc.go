@@ -139,7 +139,7 @@ func beyond(dir string, keep int64, why string) []GCItem {
 
 func dirSize(p string) int64 {
 	var n int64
-	filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error { // the callback never fails: sizes are estimates
 		if err == nil && d.Type().IsRegular() {
 			if info, err := d.Info(); err == nil {
 				n += info.Size()
@@ -157,9 +157,10 @@ func removeAll(p string) error {
 	if err == nil || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
-	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+	// Best effort: the second RemoveAll reports what is still in the way.
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
-			os.Chmod(q, 0o755)
+			_ = os.Chmod(q, 0o755)
 		}
 		return nil
 	})

@@ -203,7 +203,7 @@ func fixRunpath(ctx context.Context, path, rel, prefix, storeRoot string, libs m
 		if err := os.Chmod(path, st.Mode().Perm()|0o200); err != nil {
 			return false, err
 		}
-		defer os.Chmod(path, st.Mode().Perm())
+		defer func() { _ = os.Chmod(path, st.Mode().Perm()) }() // the tree is ours and about to be hashed: a failure shows as a mode difference
 	}
 	cmd := exec.CommandContext(ctx, "patchelf", "--set-rpath", strings.Join(entries, ":"), path)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -169,7 +169,7 @@ func (s *Store) Commit(k Key, staging string, m *Manifest) error {
 // tree or the new one and never a gap; the old one, now at src, is removed.
 func replaceDir(src, dst string) error {
 	err := os.Rename(src, dst)
-	if err == nil || !(errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY)) {
+	if err == nil || !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
 		return err
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE); err != nil {

@@ -70,14 +70,13 @@ func TestGzipGRPC(t *testing.T) {
 	encoding.RegisterCompressor(counter)
 	t.Cleanup(func() { encoding.RegisterCompressor(counter.Compressor) })
 	// An uncompressed request, gzip accepted: the response level asks for gzip.
-	resp, err := e.client.ModelInfer(context.Background(), linearRequest("z", x, true))
-	if err != nil {
+	if _, err := e.client.ModelInfer(context.Background(), linearRequest("z", x, true)); err != nil {
 		t.Fatal(err)
 	}
 	if n := counter.decompressed.Load(); n != 1 {
 		t.Errorf("%d gzip messages inflated, want 1 (the response)", n)
 	}
-	resp, err = e.client.ModelInfer(context.Background(), linearRequest("z", x, true), grpc.UseCompressor(gzip.Name))
+	resp, err := e.client.ModelInfer(context.Background(), linearRequest("z", x, true), grpc.UseCompressor(gzip.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
