@@ -94,7 +94,6 @@ type sampler struct {
 	mu      sync.Mutex
 	seen    uint64
 	out     *traceFile
-	pending int // traces collected since the last indexed file
 }
 
 // Manager samples requests and owns the trace output.
