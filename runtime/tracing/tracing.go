@@ -91,9 +91,9 @@ type override struct {
 // sampler is one effective setting with its sampling state.
 type sampler struct {
 	Setting
-	mu      sync.Mutex
-	seen    uint64
-	out     *traceFile
+	mu   sync.Mutex
+	seen uint64
+	out  *traceFile
 }
 
 // Manager samples requests and owns the trace output.
