@@ -1,6 +1,7 @@
 package access
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -38,7 +39,5 @@ func TestRules(t *testing.T) {
 }
 
 func asForbidden(err error, be **backend.Error) bool {
-	e, ok := err.(*backend.Error)
-	*be = e
-	return ok && e.Code == backend.Forbidden
+	return errors.As(err, be) && (*be).Code == backend.Forbidden
 }
