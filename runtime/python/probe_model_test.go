@@ -419,3 +419,26 @@ func TestRequestIDReachesModel(t *testing.T) {
 		}
 	}
 }
+
+// TestServerOnlyCheckInsideStub: in a stub the module knows it runs in the
+// server (the stub attaches itself before importing model.py, so even
+// module-level code sees it), and a server-only call gets past the check.
+func TestServerOnlyCheckInsideStub(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", `import triton_python_backend_utils as pb_utils
+assert pb_utils.in_server(), "module level: not in the server"
+class TritonPythonModel:
+    def initialize(self, args):
+        try:
+            pb_utils.InferenceRequest(model_name="x").exec()
+        except pb_utils.ServerOnlyError as e:
+            raise AssertionError("the check failed inside the server: %s" % e)
+        except pb_utils.TritonModelException:
+            pass
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse() for _ in requests]
+`)
+	load(t, b, spec, 0)
+}

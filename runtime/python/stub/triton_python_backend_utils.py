@@ -8,6 +8,13 @@ unchanged. It needs numpy and nothing else; torch is never imported here.
 Tensors handed to execute() are zero-copy numpy views of the instance's shared
 memory region: they stay valid until execute() returns. A model that keeps
 input data across calls must copy it.
+
+The same file is shipped for use outside the server (install trees and images
+have it at backends/python/, with a wheel beside it), so that a model.py can
+be imported and unit-tested in any environment with numpy: tensors, requests,
+responses, errors, the logger (to stderr) and the type helpers work on plain
+numpy data there. Calls that only a running server can answer go through
+_server(), the one check, and raise ServerOnlyError outside it.
 """
 
 import json
@@ -181,6 +188,44 @@ class TritonModelException(Exception):
     """Raised by this module for misuse; models may raise it too."""
 
 
+class ServerOnlyError(TritonModelException):
+    """A call that needs the running server was made outside it.
+
+    It is a TritonModelException, so a model that guards server calls with
+    ``except pb_utils.TritonModelException`` behaves the same in a unit test.
+    """
+
+
+# The server side of this process: set by tritonserver's python stub (through
+# _attach_server) before it imports model.py, None in any other process (a
+# unit test, a script, a notebook). Everything that needs the server reaches
+# it through _server(), so that outside the server each such call fails the
+# same clear way.
+_server_link = None
+
+
+def _attach_server(link):
+    """Called once by the stub: link is what server-only calls talk to."""
+    global _server_link
+    _server_link = link
+
+
+def in_server():
+    """Whether this process is a model instance run by tritonserver."""
+    return _server_link is not None
+
+
+def _server(what):
+    """Returns the server link, or raises ServerOnlyError naming the call."""
+    if _server_link is None:
+        raise ServerOnlyError(
+            "%s needs the Triton server: this process is not a model instance started by "
+            "tritonserver's python backend. Outside the server, Tensor, InferenceRequest and "
+            "InferenceResponse construction, TritonError, Logger and the type helpers work on "
+            "plain numpy data; calls that reach the server do not." % what)
+    return _server_link
+
+
 class TritonError:
     """An error attached to one InferenceResponse (or raised as a message)."""
 
@@ -319,12 +364,15 @@ class InferenceRequest:
         return False
 
     def get_response_sender(self):
+        _server("InferenceRequest.get_response_sender")
         raise TritonModelException("decoupled models (response senders) are not supported by this server")
 
     def exec(self, *args, **kwargs):
+        _server("InferenceRequest.exec")
         raise TritonModelException("BLS requests (InferenceRequest.exec) are not supported by this server")
 
     def async_exec(self, *args, **kwargs):
+        _server("InferenceRequest.async_exec")
         raise TritonModelException("BLS requests (InferenceRequest.async_exec) are not supported by this server")
 
 
@@ -365,7 +413,10 @@ def get_output_tensor_by_name(inference_response, name):
 
 
 class Logger:
-    """Writes to the server log; the server prefixes each line with the model."""
+    """Writes to the server log, which prefixes each line with the model.
+
+    Outside the server the lines go to stderr, as "LEVEL: message".
+    """
 
     INFO = 0
     WARNING = 1

@@ -325,7 +325,11 @@ def main(argv):
     version = "%d.%d.%d" % sys.version_info[:3]
     channel.send({"op": "hello", "pid": os.getpid(), "python": version, "numpy": np.__version__,
                   "executable": sys.executable})
-    return Stub(channel, Shm(shm_fd)).run()
+    stub = Stub(channel, Shm(shm_fd))
+    # Before any model.py is imported: server-only pb_utils calls reach the
+    # server through this link (pb_utils._server).
+    pb_utils._attach_server(stub)
+    return stub.run()
 
 
 if __name__ == "__main__":

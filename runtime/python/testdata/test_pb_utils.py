@@ -1,4 +1,6 @@
 """Unit tests of the shipped triton_python_backend_utils (run by utils_test.go)."""
+import contextlib
+import io
 import unittest
 
 import numpy as np
@@ -81,6 +83,42 @@ class Objects(unittest.TestCase):
         self.assertEqual(d["max_batch_size"], 8)
         with self.assertRaises(pb_utils.TritonModelException):
             cfg.set_max_batch_size(4)
+
+
+class OutsideServer(unittest.TestCase):
+    """What a unit test of a model.py sees: no server behind the module."""
+
+    def test_not_in_server(self):
+        self.assertFalse(pb_utils.in_server())
+
+    def test_server_only_calls_fail_clearly(self):
+        req = pb_utils.InferenceRequest(model_name="other", inputs=[], requested_output_names=["Y"])
+        for name, call in (("InferenceRequest.exec", req.exec),
+                           ("InferenceRequest.async_exec", req.async_exec),
+                           ("InferenceRequest.get_response_sender", req.get_response_sender)):
+            with self.assertRaises(pb_utils.ServerOnlyError) as ctx:
+                call()
+            self.assertIsInstance(ctx.exception, pb_utils.TritonModelException)
+            self.assertIn(name + " needs the Triton server", str(ctx.exception))
+
+    def test_attached_server_passes_the_check(self):
+        pb_utils._attach_server(object())
+        try:
+            self.assertTrue(pb_utils.in_server())
+            with self.assertRaises(pb_utils.TritonModelException) as ctx:
+                pb_utils.InferenceRequest().exec()
+            self.assertNotIsInstance(ctx.exception, pb_utils.ServerOnlyError)
+        finally:
+            pb_utils._attach_server(None)
+
+    def test_logger_writes_stderr(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            pb_utils.Logger.log_info("loaded")
+            pb_utils.Logger.log_warn("slow")
+            pb_utils.Logger.log_error("bad")
+            pb_utils.Logger.log_verbose("hidden unless verbose")
+        self.assertEqual(err.getvalue(), "INFO: loaded\nWARNING: slow\nERROR: bad\n")
 
 
 if __name__ == "__main__":
