@@ -138,6 +138,15 @@ type Request struct {
 	Inputs []Tensor
 	// Outputs names the requested outputs; empty means all declared outputs.
 	Outputs []string
+	// Parameters are the request's parameters (Triton's InferParameter
+	// and the JSON "parameters" object) other than those the server
+	// consumes itself; values are string, int64 (uint64 for integers over
+	// the int64 range), bool or float64. nil when
+	// the request has none.
+	Parameters map[string]any
+	// Sender, set by the scheduler for a model with the decoupled
+	// transaction policy only, takes the request's responses (see Sender).
+	Sender Sender
 }
 
 // Trace receives a traced request's activities with Triton's names

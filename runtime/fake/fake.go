@@ -6,7 +6,14 @@
 //
 //	fake_mode      "linear" (default): OUTPUT = INPUT x W + b on FP32 rows,
 //	               with the fixed W and b of Linear; "identity": output i is
-//	               a copy of input i (any data type, BYTES included).
+//	               a copy of input i (any data type, BYTES included);
+//	               "repeat" (for model_transaction_policy { decoupled:
+//	               true }): the first input holds INT32 elements, and for
+//	               each element the request gets one response whose first
+//	               output is that element (INT32, shape [1]), sent from a
+//	               goroutine after Execute returned, then the final flag
+//	               alone; an element equal to FailValue is sent as an
+//	               error response instead.
 //	fake_delay_us  sleep this long per Execute call (simulated compute).
 //	fake_load_delay_us  sleep this long in NewInstance (a slow load); the
 //	               load's context ends the wait.
@@ -64,6 +71,10 @@ func (b *Backend) Instances(model string) int {
 	return b.loads[model]
 }
 
+// SupportsDecoupled implements backend.DecoupledSupporter: the repeat
+// mode serves decoupled models.
+func (b *Backend) SupportsDecoupled() bool { return true }
+
 // NewInstance implements backend.Backend.
 func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
 	if err := ctx.Err(); err != nil {
@@ -83,6 +94,10 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		inst.n = int(spec.Outputs[0].Dims[len(spec.Outputs[0].Dims)-1])
 		if inst.k <= 0 || inst.n <= 0 {
 			return nil, backend.Errorf(backend.InvalidArg, "fake linear model %q needs fixed last dimensions", spec.Name)
+		}
+	case "repeat":
+		if len(spec.Inputs) < 1 || len(spec.Outputs) < 1 || spec.Inputs[0].DataType != backend.Int32 || spec.Outputs[0].DataType != backend.Int32 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake repeat model %q needs an INT32 first input and an INT32 first output", spec.Name)
 		}
 	case "identity":
 		if len(spec.Outputs) > len(spec.Inputs) {
@@ -165,6 +180,15 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if in.failExec {
 		return nil, backend.Errorf(backend.Internal, "fake model %q: execute failed as configured", in.spec.Name)
 	}
+	if in.mode == "repeat" {
+		for _, r := range reqs {
+			if r.Sender == nil {
+				return nil, backend.Errorf(backend.Internal, "fake repeat model %q is not decoupled (no sender)", in.spec.Name)
+			}
+			go in.repeat(r)
+		}
+		return nil, nil
+	}
 	out := make([]*backend.Response, len(reqs))
 	for i, r := range reqs {
 		if in.mode == "linear" {
@@ -200,6 +224,24 @@ func (in *instance) linear(r *backend.Request) *backend.Response {
 	shape := append([]int64(nil), x.Shape...)
 	shape[len(shape)-1] = int64(in.n)
 	return &backend.Response{Outputs: []backend.Tensor{{Name: in.spec.Outputs[0].Name, DataType: backend.FP32, Shape: shape, Data: data}}}
+}
+
+// repeat answers one request of the decoupled mode. The input data is
+// copied first: it belongs to the request only until Execute returns.
+func (in *instance) repeat(r *backend.Request) {
+	data := append([]byte(nil), r.Inputs[0].Data...)
+	name := in.spec.Outputs[0].Name
+	for i := 0; i+4 <= len(data); i += 4 {
+		v := int32(binary.LittleEndian.Uint32(data[i:]))
+		resp := &backend.Response{Outputs: []backend.Tensor{{Name: name, DataType: backend.Int32, Shape: []int64{1}, Data: append([]byte(nil), data[i:i+4]...)}}}
+		if v == FailValue {
+			resp = &backend.Response{Err: backend.Errorf(backend.Internal, "fake repeat: element %d asked to fail", i/4)}
+		}
+		if err := r.Sender.Send(resp, false); err != nil {
+			return // the client went away
+		}
+	}
+	_ = r.Sender.Send(nil, true)
 }
 
 func (in *instance) identity(r *backend.Request) *backend.Response {

@@ -269,6 +269,10 @@ func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start t
 	if err != nil {
 		return nil, err
 	}
+	if m.Decoupled() {
+		m.Scheduler.RecordFailure(start)
+		return nil, errDecoupledUnary
+	}
 	req, err := decodeRequest(r, s.opts.SharedMemory)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
@@ -350,6 +354,9 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if s.streamDecoupled(ctx, r, send) {
+				return
+			}
 			resp, err := s.infer(ctx, r)
 			if err != nil {
 				// Triton echoes the request's identity with the error so that
@@ -360,6 +367,7 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 				})
 				return
 			}
+			markFinal(resp, true)
 			send(&pb.ModelStreamInferResponse{InferResponse: resp})
 		}()
 	}

@@ -78,6 +78,9 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 		}
 		t.Data = data
 	}
+	if ps := r.GetParameters(); len(ps) > 0 {
+		req.Parameters = modelParameters(ps)
+	}
 	if outs := r.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]string, len(outs))
 		for i, o := range outs {

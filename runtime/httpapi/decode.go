@@ -17,6 +17,9 @@ type inferRequest struct {
 	ID         string `json:"id"`
 	Parameters struct {
 		BinaryDataOutput bool `json:"binary_data_output"`
+		// Values are the other parameters (sequence ids and flags, the
+		// model's own ones).
+		Values map[string]any `json:"-"`
 	} `json:"parameters"`
 	Inputs  []inferInput  `json:"inputs"`
 	Outputs []inferOutput `json:"outputs"`
@@ -93,6 +96,9 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
 	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
+	if ir.Parameters.Values != nil {
+		req.Parameters = modelParameters(ir.Parameters.Values)
+	}
 	for i := range ir.Inputs {
 		in := &ir.Inputs[i]
 		if in.Name == "" {

@@ -27,7 +27,15 @@ func parseHeader(buf []byte, ir *inferRequest) error {
 				if string(k) == "binary_data_output" {
 					return p.boolean(&ir.Parameters.BinaryDataOutput)
 				}
-				return p.skip()
+				v, err := p.scalar()
+				if err != nil || v == nil {
+					return err
+				}
+				if ir.Parameters.Values == nil {
+					ir.Parameters.Values = map[string]any{}
+				}
+				ir.Parameters.Values[string(k)] = v
+				return nil
 			})
 		case "inputs":
 			ir.Inputs = ir.Inputs[:0] // a repeated member replaces the earlier one

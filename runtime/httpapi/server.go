@@ -41,7 +41,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory", "trace"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory", "trace", "parameters"}
 
 // Options configure a Server.
 type Options struct {
@@ -115,6 +115,8 @@ func New(opts Options) *Server {
 		m.HandleFunc("GET "+p+"/ready", s.modelReady)
 		m.HandleFunc("GET "+p+"/config", s.modelConfig)
 		m.HandleFunc("POST "+p+"/infer", s.infer)
+		m.HandleFunc("POST "+p+"/generate", s.generate(false))
+		m.HandleFunc("POST "+p+"/generate_stream", s.generate(true))
 		m.HandleFunc("GET "+p+"/stats", s.stats)
 		m.HandleFunc("GET "+p+"/trace/setting", s.traceSetting)
 		m.HandleFunc("POST "+p+"/trace/setting", s.traceSetting)
@@ -492,6 +494,11 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 	m, err := s.model(r)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if m.Decoupled() {
+		m.Scheduler.RecordFailure(start)
+		writeError(w, errDecoupledHTTP)
 		return
 	}
 	bp, err := s.readBody(w, r)

@@ -225,6 +225,12 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		return nil, fmt.Errorf("%d instances requested; at most %d per model", r.sched.Instances, MaxInstances)
 	}
 	r.sched.Instances = max(r.sched.Instances, 1)
+	r.sched.Decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
+	if r.sched.Decoupled {
+		if d, ok := be.(backend.DecoupledSupporter); !ok || !d.SupportsDecoupled() {
+			return nil, backend.Errorf(backend.Unsupported, "backend '%s' does not support models with decoupled transaction policy", r.backendName)
+		}
+	}
 	if db := cfg.GetDynamicBatching(); db != nil {
 		d := &scheduler.Dynamic{
 			MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,

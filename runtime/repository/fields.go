@@ -67,6 +67,9 @@ var supportedLeaves = map[string]bool{
 	"model_warmup.inputs":     true, // map entries checked when materializing
 
 	"model_operations.op_library_filename": true,
+
+	// Responses streamed through Scheduler.Stream (decoupled.go).
+	"model_transaction_policy.decoupled": true,
 }
 
 // unsupportedPresence are message fields whose mere presence changes how a

@@ -40,6 +40,9 @@ type Config struct {
 	// Observer, when not nil, is told each successful request's durations
 	// (the latency summaries of --metrics-config summary_latencies).
 	Observer Observer
+	// Decoupled is model_transaction_policy.decoupled: requests are run
+	// with Stream, and the backend answers through Request.Sender.
+	Decoupled bool
 }
 
 // Observer receives the durations of one successful request: in the
@@ -82,6 +85,9 @@ type job struct {
 	resp  *backend.Response
 	err   error
 	done  chan struct{}
+	// sink takes the responses of a request of a decoupled model; such
+	// jobs are answered through it, never through done.
+	sink *stream
 }
 
 // Scheduler queues and executes the requests of one model version.
@@ -113,6 +119,11 @@ type Scheduler struct {
 	// running holds, per instance, the batch its worker is executing, so
 	// that Close can answer it when the instance does not return.
 	running []*slot
+
+	// open are the requests of a decoupled model that were executed and
+	// wait for their backend to finish them (see Stream).
+	openMu sync.Mutex
+	open   map[*stream]struct{}
 }
 
 // slot is one worker's executing batch. Once Close abandons it, the jobs
@@ -166,7 +177,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		}
 		s.instances = append(s.instances, inst)
 		for _, w := range cfg.Warmup {
-			if err := runWarmup(ctx, inst, &w); err != nil {
+			if err := runWarmup(ctx, inst, &w, cfg.Decoupled); err != nil {
 				_ = closeInstances(spec.Name, s.instances)
 				return nil, fmt.Errorf("warmup %q on instance %d of %s: %w", w.Name, i, spec.Name, err)
 			}
@@ -188,12 +199,19 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	return s, nil
 }
 
-func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup) error {
+func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup, decoupled bool) error {
 	n := max(w.Count, 1)
 	for i := 0; i < n; i++ {
-		resps, err := inst.Execute(ctx, []*backend.Request{&w.Request})
+		req := w.Request
+		if decoupled {
+			req.Sender = discard{}
+		}
+		resps, err := inst.Execute(ctx, []*backend.Request{&req})
 		if err != nil {
 			return err
+		}
+		if decoupled {
+			continue // responses go to the sender; only Execute's error counts
 		}
 		if len(resps) != 1 {
 			return fmt.Errorf("backend returned %d responses for 1 request", len(resps))
@@ -212,45 +230,18 @@ func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup) error {
 // failed; otherwise the response's own Err is nil.
 func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 	start := time.Now()
-	rows := 1
-	if s.cfg.MaxBatchSize > 0 {
-		if len(req.Inputs) == 0 || len(req.Inputs[0].Shape) == 0 {
-			return nil, backend.Errorf(backend.InvalidArg, "request for batching model '%s' has no batch dimension", s.cfg.Name)
-		}
-		rows = int(req.Inputs[0].Shape[0])
-		if rows < 1 || rows > s.cfg.MaxBatchSize {
-			return nil, backend.Errorf(backend.InvalidArg, "inference request batch-size must be <= %d for '%s'", s.cfg.MaxBatchSize, s.cfg.Name)
-		}
+	if s.cfg.Decoupled {
+		return nil, backend.Errorf(backend.Unsupported, "model '%s' uses the decoupled transaction policy: its responses can only be streamed", s.cfg.Name)
 	}
-	s.pending.Add(1)
-	if s.closed.Load() {
-		s.pending.Add(-1)
-		return nil, backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
+	rows, err := s.rows(req)
+	if err != nil {
+		return nil, err
 	}
 	j := s.jobs.Get().(*job)
 	j.ctx, j.req, j.rows, j.start = ctx, req, rows, start
-	s.queued.Add(1)
-	if s.handoff(j) {
-		// An idle worker has it.
-	} else if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
-		select {
-		case s.queue <- j:
-		default:
-			s.queued.Add(-1)
-			s.pending.Add(-1)
-			s.release(j)
-			s.stats.failed(Rejected, time.Since(start))
-			return nil, backend.Errorf(backend.Unavailable, "Exceeds maximum queue size")
-		}
-	} else {
-		select {
-		case s.queue <- j:
-		case <-ctx.Done():
-			s.queued.Add(-1)
-			s.pending.Add(-1)
-			s.release(j)
-			return nil, ctx.Err()
-		}
+	if err := s.submit(ctx, j); err != nil {
+		s.release(j)
+		return nil, err
 	}
 	select {
 	case <-j.done:
@@ -262,6 +253,54 @@ func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.R
 	resp, err := j.resp, j.err
 	s.release(j)
 	return resp, err
+}
+
+// rows is the batch size req contributes.
+func (s *Scheduler) rows(req *backend.Request) (int, error) {
+	if s.cfg.MaxBatchSize == 0 {
+		return 1, nil
+	}
+	if len(req.Inputs) == 0 || len(req.Inputs[0].Shape) == 0 {
+		return 0, backend.Errorf(backend.InvalidArg, "request for batching model '%s' has no batch dimension", s.cfg.Name)
+	}
+	rows := int(req.Inputs[0].Shape[0])
+	if rows < 1 || rows > s.cfg.MaxBatchSize {
+		return 0, backend.Errorf(backend.InvalidArg, "inference request batch-size must be <= %d for '%s'", s.cfg.MaxBatchSize, s.cfg.Name)
+	}
+	return rows, nil
+}
+
+// submit accepts j (counted pending until it is answered) and hands it to
+// an idle worker or queues it. On error j was not accepted.
+func (s *Scheduler) submit(ctx context.Context, j *job) error {
+	s.pending.Add(1)
+	if s.closed.Load() {
+		s.pending.Add(-1)
+		return backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
+	}
+	s.queued.Add(1)
+	if s.handoff(j) {
+		return nil // an idle worker has it
+	}
+	if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
+		select {
+		case s.queue <- j:
+			return nil
+		default:
+			s.queued.Add(-1)
+			s.pending.Add(-1)
+			s.stats.failed(Rejected, time.Since(j.start))
+			return backend.Errorf(backend.Unavailable, "Exceeds maximum queue size")
+		}
+	}
+	select {
+	case s.queue <- j:
+		return nil
+	case <-ctx.Done():
+		s.queued.Add(-1)
+		s.pending.Add(-1)
+		return ctx.Err()
+	}
 }
 
 // handoff gives j to the most recently idle worker, if any is waiting.
@@ -349,6 +388,10 @@ func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 func (s *Scheduler) Config() Config { return s.cfg }
 
 func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
+	if j.sink != nil {
+		j.sink.end(err)
+		return
+	}
 	j.resp, j.err = resp, err
 	s.pending.Add(-1)
 	j.done <- struct{}{}
@@ -460,7 +503,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 	if abandoned {
 		return false
 	}
-	if err == nil && len(resps) != len(reqs) {
+	if err == nil && len(resps) != len(reqs) && !s.cfg.Decoupled {
 		err = backend.Errorf(backend.Internal, "backend returned %d responses for %d requests of model '%s'", len(resps), len(reqs), s.cfg.Name)
 	}
 	if err != nil {
@@ -483,6 +526,14 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			tr.Activity("COMPUTE_INPUT_END", t1)
 			tr.Activity("COMPUTE_OUTPUT_START", t2)
 			tr.Activity("COMPUTE_END", time.Now())
+		}
+		if j.sink != nil {
+			// Decoupled: the backend answers through the sender; a response
+			// returned here is the request's last.
+			if i < len(resps) && resps[i] != nil {
+				_ = j.sink.Send(resps[i], true)
+			}
+			continue
 		}
 		r := resps[i]
 		if r == nil {
@@ -548,6 +599,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 				break
 			}
 		}
+		s.endOpen()
 		err = errors.Join(err, s.closeInstancesWithin(ctx, stuck))
 	})
 	return err

@@ -64,6 +64,17 @@ input [{ name: "IN" data_type: TYPE_STRING dims: [-1] }]
 output [{ name: "OUT" data_type: TYPE_STRING dims: [-1] }]
 parameters { key: "fake_mode" value { string_value: "identity" } }
 `
+	// Repeat is a decoupled model (the fake backend's repeat mode): one
+	// response per element of its INT32 input IN, whose OUT is that
+	// element, then the final flag alone.
+	Repeat = `
+backend: "fake"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+parameters { key: "fake_mode" value { string_value: "repeat" } }
+`
 	// Classes is Linear with class labels (ClassLabels) on its output, for
 	// the classification extension.
 	Classes = `

@@ -1,0 +1,315 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// Triton's generate extension: POST .../generate answers one JSON object,
+// .../generate_stream answers server-sent events, one "data:" event per
+// response. The request is a flat JSON object: a member named like one of
+// the model's inputs becomes that input (a string, number or boolean is
+// one element, an array its elements, nested arrays their shape; a
+// batching model gets a batch of 1), "parameters" holds request
+// parameters, and any other member is a parameter too. Every output of a
+// response is a member of the answer: one element as a value, more as a
+// flat array.
+
+// generate serves .../generate and .../generate_stream.
+func (s *Server) generate(stream bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m, err := s.model(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		bp, err := s.readBody(w, r)
+		if err != nil {
+			m.Scheduler.RecordFailure(start)
+			writeError(w, err)
+			return
+		}
+		defer s.putBuf(bp)
+		req, err := generateRequest(*bp, m)
+		if err != nil {
+			m.Scheduler.RecordFailure(start)
+			writeError(w, err)
+			return
+		}
+		version := int64(-1)
+		if r.PathValue("version") != "" {
+			version = m.Version
+		}
+		switch {
+		case stream:
+			s.generateStream(w, r, m, version, req, start)
+		case m.Decoupled():
+			s.generateDecoupled(w, r, m, version, req, start)
+		default:
+			m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeGenerated(w, m, resp)
+		}
+	}
+}
+
+// generateDecoupled answers .../generate for a decoupled model, which
+// must send exactly one response: the endpoint carries one.
+func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *repository.Model, version int64, req *backend.Request, start time.Time) {
+	var got *backend.Response
+	n := 0
+	_, err := s.mgr.InferStream(r.Context(), m, version, req, start, func(resp *backend.Response, _ bool) error {
+		if resp == nil {
+			return nil
+		}
+		n++
+		got = resp
+		return nil
+	})
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case got == nil:
+		writeError(w, backend.Errorf(backend.Internal, "model '%s' sent no response; use generate_stream for models that may send none or several", m.Name))
+	case n > 1:
+		writeError(w, backend.Errorf(backend.InvalidArg, "model '%s' sent %d responses; generate carries exactly one, use generate_stream", m.Name, n))
+	case got.Err != nil:
+		writeError(w, got.Err)
+	default:
+		writeGenerated(w, m, got)
+	}
+}
+
+// generateStream answers .../generate_stream: every response as one
+// event; errors after the first event are error events (the status is
+// already sent), errors before any answer a JSON error as usual.
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repository.Model, version int64, req *backend.Request, start time.Time) {
+	started := false
+	flusher, _ := w.(http.Flusher)
+	event := func(data []byte) {
+		if !started {
+			started = true
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream; charset=utf-8")
+			h.Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+		}
+		_, _ = w.Write([]byte("data: "))
+		_, _ = w.Write(data)
+		_, _ = w.Write([]byte("\n\n"))
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	errEvent := func(err error) {
+		event(append(append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...), '}'))
+	}
+	if !m.Decoupled() {
+		m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		b, err := generatedJSON(m, resp)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		event(b)
+		return
+	}
+	_, err := s.mgr.InferStream(r.Context(), m, version, req, start, func(resp *backend.Response, _ bool) error {
+		switch {
+		case resp == nil:
+		case resp.Err != nil:
+			errEvent(resp.Err)
+		default:
+			b, err := generatedJSON(m, resp)
+			if err != nil {
+				errEvent(err)
+				return nil
+			}
+			event(b)
+		}
+		return nil
+	})
+	if err != nil && r.Context().Err() == nil {
+		if !started {
+			writeError(w, err)
+			return
+		}
+		errEvent(err)
+	}
+}
+
+func writeGenerated(w http.ResponseWriter, m *repository.Model, resp *backend.Response) {
+	b, err := generatedJSON(m, resp)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// generatedJSON renders one response of the generate extension.
+func generatedJSON(m *repository.Model, resp *backend.Response) ([]byte, error) {
+	b := append([]byte(`{"model_name":`), appendJSONString(nil, []byte(m.Name))...)
+	b = append(b, `,"model_version":"`...)
+	b = strconv.AppendInt(b, m.Version, 10)
+	b = append(b, '"')
+	for i := range resp.Outputs {
+		t := &resp.Outputs[i]
+		b = append(b, ',')
+		b = appendJSONString(b, []byte(t.Name))
+		b = append(b, ':')
+		mark := len(b)
+		var ok bool
+		if b, ok = appendData(b, t); !ok {
+			return nil, backend.Errorf(backend.Internal, "output '%s' of model '%s' has malformed %s data", t.Name, m.Name, t.DataType)
+		}
+		if t.NumElements() == 1 {
+			// One element is rendered as the value itself: drop the brackets.
+			copy(b[mark:], b[mark+1:len(b)-1])
+			b = b[:len(b)-2]
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// generateRequest builds the inference request of a generate body.
+func generateRequest(body []byte, m *repository.Model) (*backend.Request, error) {
+	var members map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&members); err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+	}
+	req := &backend.Request{}
+	params := map[string]any{}
+	for name, raw := range members {
+		if name == "parameters" {
+			var ps map[string]any
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.UseNumber()
+			if err := d.Decode(&ps); err != nil {
+				return nil, backend.Errorf(backend.InvalidArg, "generate request 'parameters' must be an object: %w", err)
+			}
+			for k, v := range ps {
+				if p := paramValue(v); p != nil {
+					params[k] = p
+				}
+			}
+			continue
+		}
+		spec, ok := m.Input(name)
+		if !ok {
+			var v any
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.UseNumber()
+			if err := d.Decode(&v); err == nil {
+				if p := paramValue(v); p != nil {
+					params[name] = p
+				}
+			}
+			continue
+		}
+		shape, err := jsonShape(raw)
+		if err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "generate request member '%s': %w", name, err)
+		}
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		data, err := decodeData(raw, spec.DataType, n, name)
+		if err != nil {
+			return nil, err
+		}
+		if m.Spec.MaxBatchSize > 0 {
+			shape = append([]int64{1}, shape...)
+		}
+		req.Inputs = append(req.Inputs, backend.Tensor{Name: name, DataType: spec.DataType, Shape: shape, Data: data})
+	}
+	if len(params) > 0 {
+		req.Parameters = modelParameters(params)
+	}
+	return req, nil
+}
+
+// paramValue converts a decoded JSON value to a parameter value (nil for
+// objects, arrays and null, which are not parameters).
+func paramValue(v any) any {
+	switch x := v.(type) {
+	case string, bool:
+		return x
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
+			return u
+		}
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// jsonShape is the shape of a JSON value: [1] for a scalar, the lengths
+// of nested arrays otherwise (which must be regular).
+func jsonShape(raw json.RawMessage) ([]int64, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return []int64{1}, nil
+	}
+	var shape []int64
+	for {
+		shape = append(shape, int64(len(arr)))
+		if len(arr) == 0 {
+			return shape, nil
+		}
+		inner, ok := arr[0].([]any)
+		if !ok {
+			break
+		}
+		arr = inner
+	}
+	var check func(x any, depth int) bool
+	check = func(x any, depth int) bool {
+		a, isArr := x.([]any)
+		if depth == len(shape) {
+			return !isArr
+		}
+		if !isArr || int64(len(a)) != shape[depth] {
+			return false
+		}
+		for _, e := range a {
+			if !check(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	if !check(v, 0) {
+		return nil, backend.Errorf(backend.InvalidArg, "nested arrays of different lengths")
+	}
+	return shape, nil
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
+)
+
+// sseEvents splits a generate_stream body into its data events.
+func sseEvents(t *testing.T, body []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("not an SSE data line: %q", line)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestGenerateExtension(t *testing.T) {
+	e := newEnv(t, map[string]string{"repeat": frontendtest.Repeat, "echo": frontendtest.Echo}, 0)
+
+	// An ordinary model through generate: members named like inputs are
+	// tensors, the rest parameters; every output is a member.
+	resp, body := e.do(t, "POST", "/v2/models/echo/generate", []byte(`{"IN": "hello", "parameters": {"temperature": 0.5}, "stream": false}`), nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("generate: %d %s", resp.StatusCode, body)
+	}
+	if got := string(body); got != `{"model_name":"echo","model_version":"2","OUT":"hello"}` {
+		t.Errorf("generate answered %s", got)
+	}
+	resp, body = e.do(t, "POST", "/v2/models/echo/generate_stream", []byte(`{"IN": ["a", "b"]}`), nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("generate_stream: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if evs := sseEvents(t, body); len(evs) != 1 || fmt.Sprint(evs[0]["OUT"]) != "[a b]" {
+		t.Errorf("generate_stream of an ordinary model: %v", evs)
+	}
+
+	// A decoupled model: one event per response, in order.
+	resp, body = e.do(t, "POST", "/v2/models/repeat/generate_stream", []byte(`{"IN": [5, 6, 7, 8]}`), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("generate_stream: %d %s", resp.StatusCode, body)
+	}
+	evs := sseEvents(t, body)
+	var got []string
+	for _, ev := range evs {
+		got = append(got, fmt.Sprint(ev["OUT"]))
+		if ev["model_name"] != "repeat" {
+			t.Errorf("event without the model name: %v", ev)
+		}
+	}
+	if strings.Join(got, ",") != "5,6,7,8" {
+		t.Errorf("decoupled generate_stream events: %v", evs)
+	}
+	// An error response mid-stream is an error event after the status.
+	resp, body = e.do(t, "POST", "/v2/models/repeat/generate_stream", []byte(fmt.Sprintf(`{"IN": [1, %d, 3]}`, fake.FailValue)), nil)
+	evs = sseEvents(t, body)
+	if resp.StatusCode != 200 || len(evs) != 3 || evs[1]["error"] == nil || fmt.Sprint(evs[2]["OUT"]) != "3" {
+		t.Errorf("error mid-stream: %d %v", resp.StatusCode, evs)
+	}
+	// An error before inference begins is a JSON error with its status.
+	resp, body = e.do(t, "POST", "/v2/models/repeat/generate_stream", []byte(`{"IN": ["x"]}`), nil)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), `"error"`) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("bad input to generate_stream: %d %s", resp.StatusCode, body)
+	}
+	// generate carries one response: a decoupled model sending one is
+	// served, one sending more refused.
+	resp, body = e.do(t, "POST", "/v2/models/repeat/generate", []byte(`{"IN": [9]}`), nil)
+	if resp.StatusCode != 200 || string(body) != `{"model_name":"repeat","model_version":"2","OUT":9}` {
+		t.Errorf("generate, one response: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.do(t, "POST", "/v2/models/repeat/generate", []byte(`{"IN": [1, 2]}`), nil)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "sent 2 responses") {
+		t.Errorf("generate, two responses: %d %s", resp.StatusCode, body)
+	}
+	// /infer refuses decoupled models with Triton's text and code.
+	resp, body = e.do(t, "POST", "/v2/models/repeat/infer", []byte(`{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}`), nil)
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "HTTP end point doesn't support models with decoupled transaction policy") {
+		t.Errorf("infer on a decoupled model: %d %s", resp.StatusCode, body)
+	}
+}

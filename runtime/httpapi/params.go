@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"strconv"
+	"unsafe"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
+)
+
+// scalar reads a parameter value: a string, a boolean or a number
+// (int64, uint64 past the int64 range, else float64), as Triton's
+// parameters are; any other value is skipped and reads as nil.
+func (p *scanner) scalar() (any, error) {
+	c, err := p.next()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c == '"':
+		return p.str()
+	case c == 't' || c == 'f':
+		var b bool
+		err := p.boolean(&b)
+		return b, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		tok, err := p.number()
+		if err != nil {
+			return nil, err
+		}
+		text := unsafe.String(&tok[0], len(tok))
+		if v, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return v, nil
+		}
+		if v, err := strconv.ParseUint(text, 10, 64); err == nil {
+			return v, nil
+		}
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return nil, p.errorf("invalid number")
+		}
+		return v, nil
+	}
+	// Objects, arrays and null are not parameters Triton carries: skipped.
+	return nil, p.skip()
+}
+
+// modelParameters are the request parameters for the model: all but the
+// ones the server consumes.
+func modelParameters(all map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range all {
+		if repository.ReservedParameter(k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(all))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// errDecoupledHTTP is Triton's answer to /infer on a decoupled model.
+var errDecoupledHTTP = backend.Errorf(backend.Unsupported, "HTTP end point doesn't support models with decoupled transaction policy")
