@@ -113,7 +113,7 @@ func TestStreamDecoupled(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprint("r", i)
-		if !slices.Equal(got[id], want[id]) && !(len(got[id]) == 0 && len(want[id]) == 0) {
+		if !slices.Equal(got[id], want[id]) && (len(got[id]) != 0 || len(want[id]) != 0) {
 			t.Errorf("%s: got %v, want %v", id, got[id], want[id])
 		}
 		// The repeat model ends every request with the flag alone, which

@@ -71,7 +71,7 @@ func TestStreamDeliversEveryResponseInOrderThenTheFinalFlag(t *testing.T) {
 			}
 			vals, errs, finals, err := collect(context.Background(), s, int32Request(in...))
 			if err != nil || len(errs) > 0 || finals != 1 || fmt.Sprint(vals) != fmt.Sprint(in) {
-				fails <- fmt.Errorf("client %d: err %v, errors %v, %d finals, got %v want %v", c, err, errs, finals, vals, in)
+				fails <- fmt.Errorf("client %d: err %w, errors %v, %d finals, got %v want %v", c, err, errs, finals, vals, in)
 			}
 		}()
 	}
