@@ -453,50 +453,147 @@ class Logger:
 class ModelConfig:
     """The model configuration handed to auto_complete_config.
 
-    It starts from the repository's config; the model may fill in what is
-    missing. Settings that the config already states are kept unless they
-    agree, as Triton does.
+    It starts from the repository's config (Triton's JSON form, every field
+    present); the model may fill in what is missing. The rules are Triton's:
+    a setting the config states already may only be restated, not changed,
+    and a conflict raises ValueError naming the model and the field.
     """
 
-    def __init__(self, config):
-        self._config = config
+    def __init__(self, model_config):
+        if isinstance(model_config, (str, bytes)):
+            model_config = json.loads(model_config)
+        self._model_config = model_config
+        model_config.setdefault("max_batch_size", 0)
+        model_config.setdefault("input", [])
+        model_config.setdefault("output", [])
+
+    def _name(self):
+        return str(self._model_config.get("name", ""))
 
     def as_dict(self):
-        return self._config
+        return self._model_config
 
     def max_batch_size(self):
-        return int(self._config.get("max_batch_size", 0))
+        return int(self._model_config.get("max_batch_size", 0))
 
     def set_max_batch_size(self, max_batch_size):
         current = self.max_batch_size()
-        if current != 0 and current != max_batch_size:
-            raise TritonModelException(
-                "auto_complete_config: max_batch_size is %d in the config, model asks for %d"
-                % (current, max_batch_size))
-        self._config["max_batch_size"] = int(max_batch_size)
+        if current > max_batch_size:
+            raise ValueError(
+                "configuration specified max_batch_size %d, but in auto-complete-config function for "
+                "model '%s' specified max_batch_size %d" % (current, self._name(), max_batch_size))
+        self._model_config["max_batch_size"] = int(max_batch_size)
 
     def set_dynamic_batching(self):
-        self._config.setdefault("dynamic_batching", {})
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._model_config:
+                raise ValueError(
+                    "Configuration specified scheduling_choice as '%s', but auto-complete-config function "
+                    "for model '%s' tries to set scheduling_choice as 'dynamic_batching'" % (other, self._name()))
+        self._model_config.setdefault("dynamic_batching", {})
 
     def add_input(self, input):
-        self._add_io("input", input)
+        self._add_io("input", input, ("name", "data_type", "dims", "optional"))
 
     def add_output(self, output):
-        self._add_io("output", output)
+        self._add_io("output", output, ("name", "data_type", "dims"))
 
-    def add_model_transaction_policy(self, transaction_policy_dict):
-        self._config["model_transaction_policy"] = dict(transaction_policy_dict)
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise ValueError(
+                    "model transaction property in auto-complete-config function for model '%s' contains "
+                    "property other than 'decoupled'." % self._name())
+        policy = self._model_config.setdefault("model_transaction_policy", {})
+        if "decoupled" in transaction_policy_dict:
+            want = bool(transaction_policy_dict["decoupled"])
+            # Triton's JSON always carries the field; only a true value is a
+            # statement the model may not contradict.
+            if policy.get("decoupled") and not want:
+                raise ValueError(
+                    "trying to change decoupled property in auto-complete-config for model '%s', which is "
+                    "already set to 'True'." % self._name())
+            policy["decoupled"] = want
 
-    def _add_io(self, kind, entry):
+    # The name older python_backend releases used.
+    add_model_transaction_policy = set_model_transaction_policy
+
+    def _add_io(self, kind, entry, allowed):
+        if not isinstance(entry, dict):
+            raise ValueError("%s in auto-complete-config function for model '%s' must be a dict, got %s"
+                             % (kind, self._name(), type(entry).__name__))
+        label = "%s '%s'" % (kind, entry.get("name", "")) if "name" in entry else kind
+        for key in entry:
+            if key not in allowed:
+                raise ValueError(
+                    "%s in auto-complete-config function for model '%s' contains property other than %s."
+                    % (label, self._name(), ", ".join("'%s'" % a for a in allowed)))
         for key in ("name", "data_type", "dims"):
             if key not in entry:
-                raise TritonModelException("auto_complete_config: %s entry %r lacks %r" % (kind, entry, key))
-        entries = self._config.setdefault(kind, [])
-        for existing in entries:
-            if existing.get("name") == entry["name"]:
-                return  # the repository's declaration wins
+                raise ValueError("%s in auto-complete-config function for model '%s' is missing '%s' property."
+                                 % (label, self._name(), key))
         item = dict(entry)
-        if not str(item["data_type"]).startswith("TYPE_"):
-            item["data_type"] = "TYPE_" + str(item["data_type"])
+        data_type = str(item["data_type"])
+        if not data_type.startswith("TYPE_"):
+            data_type = "TYPE_" + data_type
+        item["data_type"] = data_type
         item["dims"] = [int(d) for d in item["dims"]]
+        entries = self._model_config.setdefault(kind, [])
+        for current in entries:
+            if current.get("name") != item["name"]:
+                continue
+            have = current.get("data_type", "TYPE_INVALID")
+            if have != "TYPE_INVALID" and have != data_type:
+                raise ValueError("unable to load model '%s', configuration expects datatype %s for %s '%s', "
+                                 "model provides %s" % (self._name(), have, kind, item["name"], data_type))
+            if current.get("dims") and [int(d) for d in current["dims"]] != item["dims"]:
+                raise ValueError("model '%s', tensor '%s': the model expects dims %s but the model "
+                                 "configuration specifies dims %s"
+                                 % (self._name(), item["name"], item["dims"], current["dims"]))
+            if "optional" in item and current.get("optional", item["optional"]) != item["optional"] \
+                    and current.get("optional"):
+                raise ValueError("model '%s', tensor '%s': the model expects optional %s but the model "
+                                 "configuration specifies optional %s"
+                                 % (self._name(), item["name"], item["optional"], current["optional"]))
+            current.update(item)
+            return
         entries.append(item)
+
+
+def get_input_config_by_name(model_config, name):
+    """Returns the config entry (a dict) of the input called name, or None."""
+    for entry in model_config.get("input", ()):
+        if entry.get("name") == name:
+            return entry
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    """Returns the config entry (a dict) of the output called name, or None."""
+    for entry in model_config.get("output", ()):
+        if entry.get("name") == name:
+            return entry
+    return None
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the model config (a dict) sets the decoupled transaction policy."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
+# Flags and enums of Triton's C API that models pass to or get from this
+# module, with tritonserver.h's values.
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
+
+# Triton's own map of config type names to numpy types.
+TRITON_STRING_TO_NUMPY = {
+    "TYPE_" + ("STRING" if name == "BYTES" else name): dtype.type
+    for name, dtype in _WIRE_TO_NUMPY.items()
+}

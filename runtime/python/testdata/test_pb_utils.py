@@ -1,6 +1,7 @@
 """Unit tests of the shipped triton_python_backend_utils (run by utils_test.go)."""
 import contextlib
 import io
+import json
 import unittest
 
 import numpy as np
@@ -73,16 +74,49 @@ class Objects(unittest.TestCase):
         self.assertEqual((err.error().message(), err.error().code()), ("bad", 3))
 
     def test_model_config(self):
-        cfg = pb_utils.ModelConfig({"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [1]}]})
-        cfg.add_input({"name": "A", "data_type": "TYPE_INT8", "dims": [9]})  # declared already: kept
+        cfg = pb_utils.ModelConfig(json.dumps({"name": "m", "max_batch_size": 0,
+                                               "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [1]}]}))
+        cfg.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [1], "optional": True})  # restated: fine
         cfg.add_output({"name": "B", "data_type": "FP32", "dims": [2]})
         cfg.set_max_batch_size(8)
+        cfg.set_dynamic_batching()
+        cfg.set_model_transaction_policy({"decoupled": True})
         d = cfg.as_dict()
-        self.assertEqual(d["input"][0]["data_type"], "TYPE_FP32")
+        self.assertEqual(d["input"], [{"name": "A", "data_type": "TYPE_FP32", "dims": [1], "optional": True}])
         self.assertEqual(d["output"][0]["data_type"], "TYPE_FP32")
-        self.assertEqual(d["max_batch_size"], 8)
-        with self.assertRaises(pb_utils.TritonModelException):
-            cfg.set_max_batch_size(4)
+        self.assertEqual((d["max_batch_size"], d["dynamic_batching"]), (8, {}))
+        self.assertTrue(pb_utils.using_decoupled_model_transaction_policy(d))
+        # Triton's rules: the config's statements win, conflicts are ValueError.
+        for call, text in (
+                (lambda: cfg.set_max_batch_size(4), "specified max_batch_size 8"),
+                (lambda: cfg.add_input({"name": "A", "data_type": "TYPE_INT8", "dims": [1]}), "expects datatype TYPE_FP32"),
+                (lambda: cfg.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [9]}), "the model expects dims [9]"),
+                (lambda: cfg.add_input({"name": "C", "dims": [1]}), "missing 'data_type'"),
+                (lambda: cfg.add_output({"name": "D", "data_type": "TYPE_FP32", "dims": [1], "optional": True}),
+                 "contains property other than"),
+                (lambda: cfg.set_model_transaction_policy({"decoupled": False}), "trying to change decoupled"),
+                (lambda: cfg.set_model_transaction_policy({"ordered": True}), "other than 'decoupled'")):
+            with self.assertRaises(ValueError) as ctx:
+                call()
+            self.assertIn(text, str(ctx.exception))
+            self.assertIn("'m'", str(ctx.exception))
+        # What Triton hands auto_complete_config always has these keys.
+        empty = pb_utils.ModelConfig({"name": "e"}).as_dict()
+        self.assertEqual((empty["input"], empty["output"], empty["max_batch_size"]), ([], [], 0))
+
+    def test_config_helpers(self):
+        cfg = {"input": [{"name": "X", "dims": [3]}], "output": [{"name": "Y", "data_type": "TYPE_INT64"}]}
+        self.assertEqual(pb_utils.get_input_config_by_name(cfg, "X"), {"name": "X", "dims": [3]})
+        self.assertIsNone(pb_utils.get_input_config_by_name(cfg, "Y"))
+        self.assertIsNone(pb_utils.get_output_config_by_name({}, "Y"))
+        self.assertIs(pb_utils.triton_string_to_numpy(pb_utils.get_output_config_by_name(cfg, "Y")["data_type"]),
+                      np.int64)
+        self.assertFalse(pb_utils.using_decoupled_model_transaction_policy(cfg))
+        self.assertFalse(pb_utils.using_decoupled_model_transaction_policy(
+            {"model_transaction_policy": {"decoupled": False}}))
+        self.assertIs(pb_utils.TRITON_STRING_TO_NUMPY["TYPE_STRING"], np.object_)
+        self.assertEqual((pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL, pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+                          pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END), (1, 2, 2))
 
 
 class OutsideServer(unittest.TestCase):
