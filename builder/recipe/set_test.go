@@ -67,7 +67,7 @@ func TestApplySetsErrors(t *testing.T) {
 	for _, c := range []struct{ set, want string }{
 		{"llvm=15.0.6", "--set llvm=15.0.6: want NAME.version=VERSION, NAME.options.OPTION=VALUE or NAME.external=PATH"},
 		{"llvm.version", "--set llvm.version: want NAME.version=VERSION"},
-		{"clang.version=15", `--set clang.version=15: no recipe is named "clang" (known: llvm, pytorch, runtime, tritonserver)`},
+		{"clang.version=15", `--set clang.version=15: no recipe is named "clang" (known: llvm, python-backend-utils, pytorch, runtime, tritonserver)`},
 		{"llvm.version=15.0.9", `--set llvm.version=15.0.9: llvm (recipes/llvm.yaml) has no version "15.0.9"; it has 15.0.7 (url, default), 15.0.6 (apt)`},
 		{"llvm.options.linkr=lld", `--set llvm.options.linkr=lld: llvm (recipes/llvm.yaml) declares no option "linkr" (it has: assertions, build_dylib, build_type, link_dylib, linker, projects, rtti, targets)`},
 		{"llvm.options.assertions=maybe", `--set llvm.options.assertions=maybe: option assertions of llvm is a bool: want true or false (or on/off, yes/no, 1/0), got "maybe"`},

@@ -68,7 +68,7 @@ func TestRenderedProjectLoadsAndPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"build.yaml", "recipes/myops.yaml", "recipes/runtime.yaml", "recipes/tritonserver.yaml",
-		"op/CMakeLists.txt", "op/src/myops.cpp", "scripts/make_model.py", "models/myops_scaled_add/config.pbtxt", "README.md"} {
+		"recipes/python-backend-utils.yaml", "op/CMakeLists.txt", "op/src/myops.cpp", "scripts/make_model.py", "models/myops_scaled_add/config.pbtxt", "README.md"} {
 		found := false
 		for _, w := range written {
 			found = found || w == want
@@ -97,7 +97,7 @@ func TestRenderedProjectLoadsAndPlans(t *testing.T) {
 			t.Fatalf("recipe %s comes from %v, want %s", name, r, file)
 		}
 	}
-	for _, name := range []string{"runtime", "tritonserver"} {
+	for _, name := range []string{"runtime", "python-backend-utils", "tritonserver"} {
 		local := p.Recipes.Get(name).DefaultVersion().Source.Local
 		if !filepath.IsAbs(local) || !strings.HasPrefix(local, root) {
 			t.Errorf("%s's local source %q is not in %s", name, local, root)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,10 +74,15 @@ func TestPlanJSONDefaultConfig(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"llvm", "pytorch", "runtime", "tritonserver"} {
+	for _, want := range []string{"llvm", "pytorch", "runtime", "python-backend-utils", "tritonserver"} {
 		if _, ok := pos[want]; !ok {
 			t.Errorf("plan lacks %s: %v", want, names)
 		}
+	}
+	// The server's closure (what install lays into the prefix and image
+	// puts into layers) carries the python backend's module.
+	if i, ok := pos["tritonserver"]; ok && !slices.Contains(plan.Nodes[i].Depends, "python-backend-utils") {
+		t.Errorf("tritonserver does not depend on python-backend-utils: %v", plan.Nodes[i].Depends)
 	}
 }
 

@@ -544,6 +544,21 @@ func TestIntegrationPythonImageServesReportModelInChroot(t *testing.T) {
 		got := infer(t, base, "simple_linear", in[row*10:row*10+10], false)
 		torchtest.CheckClose(t, fmt.Sprintf("python backend in chroot, row %d", row), got, want[row*5:row*5+5])
 	}
+	// The image ships the module for unit tests of a model.py at the
+	// documented path (docs/python.md): the report's test_backend.py runs
+	// with the image's interpreter against it.
+	script, err := os.ReadFile(reportTestBackend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(rootfs, "tmp", "test_backend.py"), string(script))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := append(append([]string{}, cfg.Config.Env...), "PYTHONPATH=/opt/tritonserver/backends/python", "PYTHONDONTWRITEBYTECODE=1")
+	out, err := imagestest.ChrootCommand(ctx, t, rootfs, env, "/usr/bin/python3", "/tmp/test_backend.py").CombinedOutput()
+	if err != nil || string(out) != reportTestBackendOutput {
+		t.Errorf("test_backend.py in the image: %v\n%s", err, out)
+	}
 }
 
 // In the real Docker engine: docker load, docker run with the report's
