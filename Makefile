@@ -69,7 +69,8 @@ proto:
 	runtime/modelconfig/gen.sh
 
 # lint runs golangci-lint (.golangci.yml; pinned, installed into .bin from the
-# Go module proxy) and checks that regenerating the protobuf code changes
+# Go module proxy; parallel runs allowed, as worktrees of one machine share
+# its cache) and checks that regenerating the protobuf code changes
 # nothing. .ci/run calls it before the tests.
 GOLANGCI_LINT_VERSION := 2.15.0
 lint:
@@ -77,7 +78,7 @@ lint:
 	  echo "installing golangci-lint v$(GOLANGCI_LINT_VERSION) into .bin"; \
 	  GOBIN=$(CURDIR)/.bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
 	fi
-	$(CURDIR)/.bin/golangci-lint run ./...
+	$(CURDIR)/.bin/golangci-lint run --allow-parallel-runners ./...
 	runtime/modelconfig/gen.sh
 	@git diff --exit-code --stat -- runtime/modelconfig || { echo "make lint: the generated protobuf code is stale; run make proto and commit it" >&2; exit 1; }
 
