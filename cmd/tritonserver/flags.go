@@ -531,7 +531,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		grpcRecv:           fs.Int("grpc-max-recv-message-size", grpcapi.DefaultMaxRecvMsgSize, "largest GRPC request message, in bytes"),
 		grpcSend:           fs.Int("grpc-max-send-message-size", grpcapi.DefaultMaxSendMsgSize, "largest GRPC response message, in bytes"),
 		grpcStreams:        fs.Uint("grpc-max-concurrent-streams", grpcapi.DefaultMaxConcurrentStreams, "GRPC calls one connection may run at once"),
-		grpcConns:          fs.Int("grpc-max-connections", 0, "GRPC connections served at once; more wait until one closes (0: 1024; -1: no bound)"),
+		grpcConns:          fs.Int("grpc-max-connections", 0, "GRPC connections served at once; more wait until one closes (0: a quarter of the open-file limit, at least 64, as for HTTP; -1: no bound)"),
 		keepTime:           fs.Int("grpc-keepalive-time", int(grpcapi.DefaultKeepaliveTime/time.Millisecond), "milliseconds between the server's keepalive pings on an idle GRPC connection"),
 		keepTimeout:        fs.Int("grpc-keepalive-timeout", int(grpcapi.DefaultKeepaliveTimeout/time.Millisecond), "milliseconds the server waits for a keepalive ping's answer before closing the connection"),
 		minPing:            fs.Int("grpc-http2-min-recv-ping-interval-without-data", int(grpcapi.DefaultMinRecvPingInterval/time.Millisecond), "shortest interval, in milliseconds, between client pings the server tolerates; faster clients are disconnected"),
@@ -593,11 +593,18 @@ func (l *limitFlags) apply(c *config) error {
 	if *l.grpcRecv <= 0 || *l.grpcSend <= 0 || *l.grpcStreams == 0 || *l.grpcStreams > 1<<31 {
 		errs = append(errs, errors.New("--grpc-max-recv-message-size, --grpc-max-send-message-size and --grpc-max-concurrent-streams must be positive"))
 	}
+	grpcConns := *l.grpcConns
+	if grpcConns == 0 {
+		// Each service gets the same share of the open-file limit, so that
+		// idle clients of one cannot take the descriptors the other, the
+		// models and the stubs need (accept4: too many open files).
+		grpcConns = httpapi.DefaultMaxConnections()
+	}
 	c.grpcLimits = grpcapi.Limits{
 		MaxRecvMsgSize:              *l.grpcRecv,
 		MaxSendMsgSize:              *l.grpcSend,
 		MaxConcurrentStreams:        uint32(min(*l.grpcStreams, 1<<31)),
-		MaxConnections:              *l.grpcConns,
+		MaxConnections:              grpcConns,
 		KeepaliveTime:               check(millis("grpc-keepalive-time", *l.keepTime)),
 		KeepaliveTimeout:            check(millis("grpc-keepalive-timeout", *l.keepTimeout)),
 		KeepalivePermitWithoutCalls: *l.permitWithoutCalls,

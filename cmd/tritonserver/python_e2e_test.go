@@ -64,6 +64,12 @@ func startServer(t *testing.T, args ...string) (string, string, *syncBuffer) {
 // its address.
 func startServerGRPC(t *testing.T, withGRPC bool, args ...string) (string, string, string, *syncBuffer) {
 	t.Helper()
+	return startPythonServer(t, withGRPC, "simple_linear", args...)
+}
+
+// startPythonServer is startServerGRPC waiting for the model named ready.
+func startPythonServer(t *testing.T, withGRPC bool, model string, args ...string) (string, string, string, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)
@@ -107,7 +113,7 @@ func startServerGRPC(t *testing.T, withGRPC bool, args ...string) (string, strin
 	}
 	base := "http://" + addrs["HTTPService"]
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(base + "/v2/models/simple_linear/ready"); err == nil {
+		if resp, err := http.Get(base + "/v2/models/" + model + "/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				break
@@ -309,23 +315,7 @@ func TestPythonBatchedSeedRepository(t *testing.T) {
 	}
 }
 
-func countStubs(t *testing.T) int {
-	entries, _ := os.ReadDir("/proc")
-	n := 0
-	me := strconv.Itoa(os.Getpid())
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if len(fields) > 1 && fields[1] == me && bytes.Contains(cmd, []byte("tritonbuild_stub.py")) {
-			n++
-		}
-	}
-	return n
-}
+func countStubs(*testing.T) int { return len(stubsOf(os.Getpid())) }
 
 func metric(t *testing.T, url, name string) float64 {
 	resp, err := http.Get(url + "/metrics")

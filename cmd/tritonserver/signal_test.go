@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -55,53 +53,13 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 		t.Skip("builds the binary and starts python stubs")
 	}
 	testenv.NeedPython(t, "/usr/bin/python3", "numpy")
-	bin := filepath.Join(t.TempDir(), "tritonserver")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "sleepy", "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "sleepy", "config.pbtxt"), []byte(sleepConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, root, "sleepy", sleepConfig, "1")
 	if err := os.WriteFile(filepath.Join(root, "sleepy", "1", "model.py"), []byte(sleepModel), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--model-repository", root, "--http-address=127.0.0.1", "--http-port=0",
-		"--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-address=127.0.0.1", "--metrics-port=0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	var logs syncBuffer
-	addrs := make(chan map[string]string, 1)
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		found := map[string]string{}
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			fmt.Fprintln(&logs, sc.Text())
-			if m := startedRE.FindStringSubmatch(sc.Text()); m != nil {
-				found[m[1]] = m[2]
-				if len(found) == 3 {
-					addrs <- found
-				}
-			}
-		}
-	}()
-	var a map[string]string
-	select {
-	case a = <-addrs:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server did not start:\n%s", logs.String())
-	}
+	srv := startBinary(t, 0, "--model-repository", root)
+	a := srv.addrs
 
 	conn, err := grpc.NewClient(a["GRPCInferenceService"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -145,12 +103,10 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	s := &testServer{addrs: a}
 	for deadline := time.Now().Add(20 * time.Second); pendingGaugeOf(t, s, "sleepy") != 2*perProtocol-2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("requests never all reached the server:\n%s", logs.String())
+			t.Fatal("requests never all reached the server")
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	srv.signal(t, syscall.SIGTERM)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -158,8 +114,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 			t.Errorf("request in flight at SIGTERM failed: %v", err)
 		}
 	}
-	<-logDone
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit: %v\n%s", err, logs.String())
+	if code := srv.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }
