@@ -206,13 +206,19 @@ func near(got []float64, want []float32) bool {
 // and gRPC.
 func checkSumDiff(t *testing.T, s *exampleServer, model string, extra ...jsonTensor) {
 	t.Helper()
+	checkSumDiffShape(t, s, model, []int64{4}, extra...)
+}
+
+// checkSumDiffShape is checkSumDiff with inputs of shape (4 elements in all).
+func checkSumDiffShape(t *testing.T, s *exampleServer, model string, shape []int64, extra ...jsonTensor) {
+	t.Helper()
 	a := []float32{0.25, -1.5, 3, 0.125}
 	b := []float32{1, 2.5, -0.75, 0.5}
 	sum, diff := make([]float32, 4), make([]float32, 4)
 	for i := range a {
 		sum[i], diff[i] = a[i]+b[i], a[i]-b[i]
 	}
-	inputs := []jsonTensor{{Name: "A", Datatype: "FP32", Shape: []int64{4}, Data: a}, {Name: "B", Datatype: "FP32", Shape: []int64{4}, Data: b}}
+	inputs := []jsonTensor{{Name: "A", Datatype: "FP32", Shape: shape, Data: a}, {Name: "B", Datatype: "FP32", Shape: shape, Data: b}}
 	code, out := s.inferHTTP(t, model, map[string]any{"id": "1", "inputs": append(inputs, extra...),
 		"outputs": []map[string]string{{"name": "SUM"}, {"name": "DIFF"}}})
 	if code != 200 || out.ID != "1" {
@@ -224,7 +230,7 @@ func checkSumDiff(t *testing.T, s *exampleServer, model string, extra ...jsonTen
 
 	req := &inference.ModelInferRequest{ModelName: model, Id: "1",
 		Inputs: []*inference.ModelInferRequest_InferInputTensor{
-			{Name: "A", Datatype: "FP32", Shape: []int64{4}}, {Name: "B", Datatype: "FP32", Shape: []int64{4}}},
+			{Name: "A", Datatype: "FP32", Shape: shape}, {Name: "B", Datatype: "FP32", Shape: shape}},
 		Outputs:          []*inference.ModelInferRequest_InferRequestedOutputTensor{{Name: "SUM"}, {Name: "DIFF"}},
 		RawInputContents: [][]byte{fp32Raw(a), fp32Raw(b)}}
 	for _, e := range extra {
@@ -271,3 +277,47 @@ func TestPythonExamplePyTorch(t *testing.T) {
 	checkSumDiff(t, s, "torch_sum_diff")
 }
 
+// TestPythonExampleAutoComplete: what auto_complete's client.py checks —
+// the configuration the server reports is the one auto_complete_config
+// built (max_batch_size, inputs, outputs), for a model without
+// config.pbtxt and one whose config names only the backend — and that
+// both answer.
+func TestPythonExampleAutoComplete(t *testing.T) {
+	s := startExamples(t, []string{"auto_nobatch", "auto_batch"})
+	for _, c := range []struct {
+		model    string
+		maxBatch int
+		shape    []int64
+	}{{"auto_nobatch", 0, []int64{4}}, {"auto_batch", 4, []int64{1, 4}}} {
+		resp, err := http.Get(s.http + "/v2/models/" + c.model + "/config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			MaxBatchSize    int            `json:"max_batch_size"`
+			DynamicBatching map[string]any `json:"dynamic_batching"`
+			Input, Output   []struct {
+				Name     string  `json:"name"`
+				DataType string  `json:"data_type"`
+				Dims     []int64 `json:"dims"`
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&cfg)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxBatchSize != c.maxBatch || len(cfg.Input) != 2 || len(cfg.Output) != 2 ||
+			cfg.Input[1].Name != "B" || cfg.Input[1].DataType != "TYPE_FP32" || len(cfg.Input[1].Dims) != 1 || cfg.Input[1].Dims[0] != 4 ||
+			cfg.Output[0].Name != "SUM" || (c.maxBatch > 0) != (cfg.DynamicBatching != nil) {
+			t.Errorf("%s: config over HTTP %+v", c.model, cfg)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		g, err := s.client().ModelConfig(ctx, &inference.ModelConfigRequest{Name: c.model})
+		cancel()
+		if err != nil || g.Config.MaxBatchSize != int32(c.maxBatch) || len(g.Config.Input) != 2 || g.Config.Output[1].Name != "DIFF" {
+			t.Errorf("%s: config over gRPC %v %v", c.model, g, err)
+		}
+		checkSumDiffShape(t, s, c.model, c.shape)
+	}
+}

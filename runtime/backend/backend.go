@@ -171,6 +171,28 @@ type Backend interface {
 	NewInstance(ctx context.Context, spec *ModelSpec, idx int) (Instance, error)
 }
 
+// AutoCompleter is implemented by backends that can produce or complete a
+// model configuration from the model itself (Triton's auto-complete). The
+// repository asks it for every model of the backend unless auto-completion
+// is off (--disable-auto-complete-config, --strict-model-config).
+type AutoCompleter interface {
+	// AutoComplete returns the completed configuration in Triton's JSON
+	// form, or nil when the model leaves it as it is.
+	AutoComplete(ctx context.Context, req AutoCompleteRequest) ([]byte, error)
+}
+
+// AutoCompleteRequest is what a backend needs to complete one model's
+// configuration.
+type AutoCompleteRequest struct {
+	ModelDir   string // <repo>/<model>, resolved
+	VersionDir string // the highest version directory, resolved
+	// BackendConfig holds --backend-config settings of the backend.
+	BackendConfig map[string]string
+	// ConfigJSON is the configuration so far (config.pbtxt, the load
+	// request's override, or only name and backend) in Triton's JSON form.
+	ConfigJSON []byte
+}
+
 // Instance is one loaded copy of a model. The scheduler never calls Execute
 // concurrently on the same Instance.
 type Instance interface {

@@ -35,27 +35,18 @@ type Instance struct {
 	unloading context.Context
 	unload    context.CancelFunc
 
-	mu        sync.Mutex
-	shm       *shmRegion
-	proc      *stubProc // nil while (re)starting or after a failure
-	seq       uint64
-	closed    bool
-	completed []byte // auto_complete_config's result, if the model has one
-	restarts  int
+	mu       sync.Mutex
+	shm      *shmRegion
+	proc     *stubProc // nil while (re)starting or after a failure
+	seq      uint64
+	closed   bool
+	restarts int
 
 	msg  []byte      // reused control frame buffer
 	spin *spinBudget // the backend's; nil: poll without limit
 }
 
 var _ backend.Instance = (*Instance)(nil)
-
-// CompletedConfig returns the model config as auto_complete_config left it
-// (Triton's JSON form), or nil when model.py does not define it.
-func (in *Instance) CompletedConfig() []byte {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.completed
-}
 
 // Restarts reports how many times the stub was restarted after a crash,
 // hang or timeout.
@@ -133,9 +124,6 @@ func (in *Instance) start(ctx context.Context) error {
 	if !rep.OK {
 		proc.kill()
 		return fmt.Errorf("%s", rep.Err)
-	}
-	if len(rep.Config) > 0 && string(rep.Config) != "null" {
-		in.completed = append([]byte(nil), rep.Config...)
 	}
 	in.proc = proc
 	return nil

@@ -2,8 +2,12 @@ package python
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,25 +235,52 @@ func TestAutoCompleteConfig(t *testing.T) {
 	requirePython(t)
 	b, _ := newTestBackend(t, Options{})
 	spec := probeSpec(t, 0)
-	writeFile(t, spec.VersionDir+"/model.py", `import json
+	writeFile(t, spec.VersionDir+"/model.py", `import os
 import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     @staticmethod
     def auto_complete_config(config):
+        assert config.as_dict()["input"] == [], config.as_dict()
         config.add_input({"name": "EXTRA", "data_type": "TYPE_INT32", "dims": [2]})
         config.set_max_batch_size(4)
+        config.set_dynamic_batching()
+        open("pid", "w").write(str(os.getpid()))
         return config
-    def initialize(self, args):
-        cfg = json.loads(args["model_config"])
-        assert cfg["max_batch_size"] == 4, cfg
-        assert args["model_instance_kind"] == "CPU" and args["model_version"] == "1", args
     def execute(self, requests):
         return [pb_utils.InferenceResponse() for _ in requests]
 `)
-	inst := load(t, b, spec, 0)
-	got := string(inst.CompletedConfig())
-	if !strings.Contains(got, `"EXTRA"`) || !strings.Contains(got, `"max_batch_size":4`) {
+	ctx := context.Background()
+	got, err := b.AutoComplete(ctx, backend.AutoCompleteRequest{ModelDir: spec.ModelDir, VersionDir: spec.VersionDir,
+		ConfigJSON: []byte(`{"name":"probe","backend":"python","max_batch_size":0,"input":[],"output":[]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(got, &cfg); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if cfg["max_batch_size"] != 4.0 || cfg["dynamic_batching"] == nil || !strings.Contains(string(got), `"EXTRA"`) {
 		t.Errorf("completed config %s", got)
+	}
+	// The interpreter that ran it is gone (Triton's documented behaviour).
+	pid, _ := os.ReadFile(spec.VersionDir + "/pid")
+	n, _ := strconv.Atoi(string(pid))
+	if n == 0 || syscall.Kill(n, 0) == nil {
+		t.Errorf("auto-complete stub %q still running", pid)
+	}
+
+	// A conflict with the configuration fails with Triton's message.
+	_, err = b.AutoComplete(ctx, backend.AutoCompleteRequest{ModelDir: spec.ModelDir, VersionDir: spec.VersionDir,
+		ConfigJSON: []byte(`{"name":"probe","max_batch_size":8,"input":[],"output":[]}`)})
+	if err == nil || !strings.Contains(err.Error(), "configuration specified max_batch_size 8") {
+		t.Errorf("conflict: %v", err)
+	}
+
+	// A model that does not mention it costs no stub.
+	writeFile(t, spec.VersionDir+"/model.py", "raise SystemExit(3)\n")
+	if got, err := b.AutoComplete(ctx, backend.AutoCompleteRequest{ModelDir: spec.ModelDir, VersionDir: spec.VersionDir,
+		ConfigJSON: []byte(`{"name":"probe"}`)}); got != nil || err != nil {
+		t.Errorf("no auto_complete_config: %s %v", got, err)
 	}
 }
 

@@ -263,7 +263,19 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	return inst, nil
 }
 
-func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (*Instance, error) {
+// prepared is what starting a stub for a model needs: its settings, env,
+// stub script and model file.
+type prepared struct {
+	set       settings
+	env       *execEnv
+	environ   []string
+	script    string
+	modelFile string
+}
+
+// prepare resolves the model's settings, env (extracting a packed one),
+// interpreter (probed once) and the stub files.
+func (b *Backend) prepare(ctx context.Context, spec *backend.ModelSpec) (*prepared, error) {
 	set, err := b.settings(spec)
 	if err != nil {
 		return nil, err
@@ -296,6 +308,15 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	if _, err := os.Stat(modelFile); err != nil {
 		return nil, fmt.Errorf("model file: %w", err)
 	}
+	return &prepared{set: set, env: env, environ: environ, script: script, modelFile: modelFile}, nil
+}
+
+func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (*Instance, error) {
+	p, err := b.prepare(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	set, env, environ, script, modelFile := p.set, p.env, p.environ, p.script, p.modelFile
 	inst := &Instance{
 		spec:      spec,
 		idx:       idx,

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -85,11 +87,14 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrNotExist):
-		cfg, err = m.autoComplete(ctx, name, dir, available)
+		cfg, err = m.guessBackend(name, dir, available)
 		if err != nil {
 			return nil, nil, err
 		}
 	default:
+		return nil, nil, err
+	}
+	if cfg, err = m.autoComplete(ctx, name, dir, available, cfg); err != nil {
 		return nil, nil, err
 	}
 	r, err := m.resolve(name, cfg)
@@ -128,7 +133,10 @@ func loadConfigFile(path, shown string, limit int64) (*modelconfig.ModelConfig, 
 	return modelconfig.Parse(shown, data)
 }
 
-func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions []int64) (*modelconfig.ModelConfig, error) {
+// guessBackend starts the configuration of a model without config.pbtxt
+// from the backend its model file names (model.pt, model.py in the highest
+// version directory); auto-completion fills in the rest.
+func (m *Manager) guessBackend(name, dir string, versions []int64) (*modelconfig.ModelConfig, error) {
 	if m.opts.StrictModelConfig {
 		return nil, fmt.Errorf("no %s in %s (required with --strict-model-config=true)", ConfigFile, name)
 	}
@@ -140,17 +148,57 @@ func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions [
 		if _, err := os.Stat(filepath.Join(vdir, defaultFilenames[be])); err != nil {
 			continue
 		}
-		ac, ok := m.opts.Backends[be].(AutoCompleter)
-		if !ok {
+		if _, ok := m.opts.Backends[be].(backend.AutoCompleter); !ok {
 			return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, name, be)
 		}
-		cfg := &modelconfig.ModelConfig{Name: name, Backend: be}
-		if err := ac.AutoComplete(ctx, dir, vdir, cfg); err != nil {
-			return nil, fmt.Errorf("auto-completing the configuration of %s: %w", name, err)
-		}
-		return cfg, nil
+		return &modelconfig.ModelConfig{Name: name, Backend: be}, nil
 	}
 	return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, name)
+}
+
+// autoComplete lets the model's backend complete cfg, as Triton does for
+// every model unless --disable-auto-complete-config (--strict-model-config)
+// is given: a python model's auto_complete_config may add inputs, outputs,
+// max_batch_size, dynamic batching and the transaction policy, so that a
+// config.pbtxt with only `backend: "python"`, or none, suffices. The
+// backend sees the highest version directory. Backends without
+// auto-completion leave cfg as it is.
+func (m *Manager) autoComplete(ctx context.Context, name, dir string, versions []int64, cfg *modelconfig.ModelConfig) (*modelconfig.ModelConfig, error) {
+	if m.opts.StrictModelConfig || len(versions) == 0 {
+		return cfg, nil
+	}
+	be := cfg.GetBackend()
+	if be == "" {
+		be = platformBackends[cfg.GetPlatform()]
+	}
+	ac, ok := m.opts.Backends[be].(backend.AutoCompleter)
+	if !ok {
+		return cfg, nil
+	}
+	if cfg.Name == "" {
+		cfg.Name = name
+	}
+	vdir, err := backend.Confine(dir, dir, strconv.FormatInt(versions[len(versions)-1], 10), "version directory")
+	if err != nil {
+		return nil, err
+	}
+	completed, err := ac.AutoComplete(ctx, backend.AutoCompleteRequest{
+		ModelDir: dir, VersionDir: vdir, BackendConfig: m.opts.BackendConfig[be], ConfigJSON: modelconfig.JSON(cfg),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auto-completing the configuration of model '%s': %w", name, err)
+	}
+	if completed == nil {
+		return cfg, nil
+	}
+	out := &modelconfig.ModelConfig{}
+	if err := protojson.Unmarshal(completed, out); err != nil {
+		return nil, fmt.Errorf("auto-completing the configuration of model '%s': the completed configuration is not a valid model configuration: %w", name, err)
+	}
+	if out.Name != name {
+		return nil, fmt.Errorf("auto-completing the configuration of model '%s': the completed configuration names model '%s'", name, out.Name)
+	}
+	return out, nil
 }
 
 // resolve validates cfg and derives everything that does not depend on the version.

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
-	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 )
 
@@ -44,15 +43,6 @@ const (
 	Unavailable State = "UNAVAILABLE"
 )
 
-// AutoCompleter is implemented by backends that can produce or complete a
-// model configuration from the model itself. It is used only when
-// --strict-model-config is false and a model has no config.pbtxt.
-type AutoCompleter interface {
-	// AutoComplete fills in cfg (which has name and backend set) for the
-	// model in modelDir, using version directory versionDir.
-	AutoComplete(ctx context.Context, modelDir, versionDir string, cfg *modelconfig.ModelConfig) error
-}
-
 // Options configure a Manager.
 type Options struct {
 	// Repositories are the model repository directories.
@@ -61,9 +51,12 @@ type Options struct {
 	Backends map[string]backend.Backend
 	// BackendConfig holds --backend-config settings per backend name.
 	BackendConfig map[string]map[string]string
-	// StrictModelConfig requires a config.pbtxt for every model. When false,
-	// a model without one is accepted if its backend (guessed from the model
-	// file in its highest version directory) implements AutoCompleter.
+	// StrictModelConfig requires a config.pbtxt for every model and turns
+	// auto-completion off. When false, a backend that implements
+	// backend.AutoCompleter completes the configuration of each of its models, and
+	// a model without config.pbtxt is accepted if its backend (guessed
+	// from the model file in its highest version directory) does
+	// (backend.AutoCompleter).
 	StrictModelConfig bool
 	// StrictInputShapes refuses, as Triton does, a request whose inputs
 	// carry one more leading dimension than a max_batch_size 0 model

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
@@ -290,17 +292,24 @@ func mustGet(t *testing.T, m *Manager, name string) *Model {
 
 type completer struct{ *fake.Backend }
 
-func (c completer) AutoComplete(_ context.Context, _, _ string, cfg *modelconfig.ModelConfig) error {
+func (c completer) AutoComplete(_ context.Context, req backend.AutoCompleteRequest) ([]byte, error) {
+	cfg := &modelconfig.ModelConfig{}
+	if err := protojson.Unmarshal(req.ConfigJSON, cfg); err != nil {
+		return nil, err
+	}
 	cfg.MaxBatchSize = 4
 	cfg.Input = []*modelconfig.ModelInput{{Name: "X", DataType: modelconfig.DataType_TYPE_FP32, Dims: []int64{2}}}
 	cfg.Output = []*modelconfig.ModelOutput{{Name: "Y", DataType: modelconfig.DataType_TYPE_FP32, Dims: []int64{2}}}
-	return nil
+	return modelconfig.JSON(cfg), nil
 }
 
 func TestStrictModelConfig(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "pyauto", "", []string{"1"}, "model.py")
 	writeModel(t, root, "ptauto", "", []string{"1"}, "model.pt")
+	// A config with only the backend is completed too (Triton's minimal
+	// configuration), unless auto-completion is off.
+	writeModel(t, root, "pyminimal", `backend: "python"`, []string{"1"}, "model.py")
 	for _, strict := range []bool{true, false} {
 		m, err := New(Options{Repositories: []string{root}, StrictModelConfig: strict,
 			Backends: map[string]backend.Backend{"python": completer{fake.New()}, "pytorch": fake.New()}})
@@ -310,13 +319,20 @@ func TestStrictModelConfig(t *testing.T) {
 		err = m.LoadAll(context.Background())
 		_, pyErr := m.Get("pyauto", 1)
 		_, ptErr := m.Get("ptauto", 1)
+		minimal, minErr := m.Get("pyminimal", 1)
 		if strict {
 			if pyErr == nil || ptErr == nil || !strings.Contains(err.Error(), "strict-model-config") {
 				t.Errorf("strict: models without config must fail: %v", err)
 			}
+			if minErr == nil || !strings.Contains(err.Error(), "at least one input") {
+				t.Errorf("strict: a config without inputs must fail: %v", err)
+			}
 		} else {
 			if pyErr != nil {
 				t.Errorf("non-strict: auto-completing backend should serve pyauto: %v", err)
+			}
+			if minErr != nil || minimal.Config.MaxBatchSize != 4 || minimal.Spec.Inputs[0].Name != "X" {
+				t.Errorf("non-strict: pyminimal not completed: %v", err)
 			}
 			if ptErr == nil || !strings.Contains(err.Error(), "cannot auto-complete") {
 				t.Errorf("non-strict: pytorch cannot auto-complete here: %v", err)

@@ -7,7 +7,7 @@ SHM is a shared memory file both sides map. Tensor bytes never travel through
 the pipes: a frame names each tensor's dtype, shape, offset and length in the
 shared region.
 
-Frames from the server: init, exec, fini. Every frame gets exactly one reply.
+Frames from the server: init, exec, fini; or autocomplete alone. Every frame gets exactly one reply.
 The stub exits when CTL_IN reaches end of file (the server went away).
 """
 
@@ -163,17 +163,17 @@ class Stub:
                 self.ch.send(self.execute(msg))
             elif op == "init":
                 self.ch.send(self.initialize(msg))
+            elif op == "autocomplete":
+                self.ch.send(self.auto_complete(msg))
+                return 0
             elif op == "fini":
                 self.ch.send(self.finalize())
                 return 0
             else:
                 self.ch.send({"err": "stub: unknown operation %r" % (op,)})
 
-    def initialize(self, msg):
-        pb_utils.Logger._verbose = bool(msg.get("verbose"))
-        self.ch.set_poll(msg.get("poll_us", 0))
-        self.shm.ensure(msg["shm"])
-        path = msg["model_file"]
+    def _import_model(self, path):
+        """Imports model.py; returns (TritonPythonModel, None) or (None, error reply)."""
         # Like Triton, let model.py import modules that sit next to it.
         model_dir = os.path.dirname(os.path.abspath(path))
         if model_dir not in sys.path:
@@ -181,27 +181,48 @@ class Stub:
         try:
             spec = importlib.util.spec_from_file_location("model", path)
             if spec is None or spec.loader is None:
-                return {"err": "cannot import %s as a python module" % path}
+                return None, {"err": "cannot import %s as a python module" % path}
             module = importlib.util.module_from_spec(spec)
             sys.modules["model"] = module
             spec.loader.exec_module(module)
         except BaseException as exc:  # SystemExit from an import is a load failure too
             traceback.print_exc()
-            return {"err": "importing %s: %s" % (path, _describe(exc))}
+            return None, {"err": "importing %s: %s" % (path, _describe(exc))}
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
-            return {"err": "%s defines no class TritonPythonModel" % path}
+            return None, {"err": "%s defines no class TritonPythonModel" % path}
+        return cls, None
+
+    def auto_complete(self, msg):
+        """Runs auto_complete_config on the config so far; this process ends
+        after the reply, as Triton's auto-complete interpreter does."""
+        cls, err = self._import_model(msg["model_file"])
+        if err is not None:
+            return err
+        if not hasattr(cls, "auto_complete_config"):
+            return {"ok": True, "config": None}
+        try:
+            config = pb_utils.ModelConfig(msg["config"])
+            result = cls.auto_complete_config(config)
+            if result is None:
+                result = config
+            if not isinstance(result, pb_utils.ModelConfig):
+                return {"err": "auto_complete_config returned %s; expected the pb_utils.ModelConfig it was given"
+                        % type(result).__name__}
+            return {"ok": True, "config": result.as_dict()}
+        except BaseException as exc:
+            traceback.print_exc()
+            return {"err": "auto_complete_config raised %s" % _describe(exc)}
+
+    def initialize(self, msg):
+        pb_utils.Logger._verbose = bool(msg.get("verbose"))
+        self.ch.set_poll(msg.get("poll_us", 0))
+        self.shm.ensure(msg["shm"])
+        path = msg["model_file"]
+        cls, err = self._import_model(path)
+        if err is not None:
+            return err
         args = msg["args"]
-        completed = None
-        if hasattr(cls, "auto_complete_config"):
-            try:
-                config = pb_utils.ModelConfig(json.loads(args["model_config"]))
-                result = cls.auto_complete_config(config)
-                completed = (result if result is not None else config).as_dict()
-                args = dict(args, model_config=json.dumps(completed))
-            except BaseException as exc:
-                traceback.print_exc()
-                return {"err": "auto_complete_config raised %s" % _describe(exc)}
         try:
             self.model = cls()
             if hasattr(self.model, "initialize"):
@@ -211,7 +232,7 @@ class Stub:
             return {"err": "initialize raised %s" % _describe(exc)}
         if not hasattr(self.model, "execute"):
             return {"err": "TritonPythonModel in %s has no execute method" % path}
-        return {"ok": True, "config": completed}
+        return {"ok": True}
 
     def finalize(self):
         if self.model is not None and hasattr(self.model, "finalize"):
