@@ -225,7 +225,7 @@ type Code int
 
 // Error classes; frontends map them to HTTP 400/404/503/501/500 (413 for
 // TooLarge, 415 for UnsupportedMedia, 403 for Forbidden) and to the
-// corresponding gRPC codes.
+// corresponding gRPC codes (runtime/status).
 const (
 	InvalidArg Code = iota
 	NotFound
@@ -244,6 +244,11 @@ const (
 	// header this one lacks (--http-restricted-api and
 	// --grpc-restricted-protocol).
 	Forbidden
+	// Unknown and Cancelled are the classes of pb_utils.TritonError's
+	// UNKNOWN and CANCELLED codes (Triton's TRITONSERVER_ERROR_UNKNOWN and
+	// _CANCELLED): HTTP 400, gRPC UNKNOWN and CANCELLED.
+	Unknown
+	Cancelled
 )
 
 // Errorf builds an *Error with a message formatted like fmt.Errorf's:

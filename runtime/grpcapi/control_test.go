@@ -285,7 +285,8 @@ parameters { key: "fake_delay_us" value { string_value: "40000" } }
 		_, err := e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{ModelName: "slow"})
 		unloaded <- err
 	}()
-	// Once the unload has begun, new requests are refused.
+	// Once the unload has begun, new requests are refused: the model has
+	// no ready version (Triton's NOT_FOUND).
 	for deadline := time.Now().Add(5 * time.Second); !m.Scheduler.Closing(); {
 		if time.Now().After(deadline) {
 			t.Fatal("unload never began")
@@ -293,7 +294,7 @@ parameters { key: "fake_delay_us" value { string_value: "40000" } }
 		time.Sleep(100 * time.Microsecond)
 	}
 	_, err = e.client.ModelInfer(ctx, req())
-	wantCode(t, err, codes.Unavailable)
+	wantCode(t, err, codes.NotFound)
 	for i := 0; i < inflight; i++ {
 		if err := <-errs; err != nil {
 			t.Errorf("request accepted before the unload failed: %v", err)
@@ -303,7 +304,10 @@ parameters { key: "fake_delay_us" value { string_value: "40000" } }
 		t.Fatal(err)
 	}
 	_, err = e.client.ModelInfer(ctx, req())
-	wantCode(t, err, codes.Unavailable)
+	wantCode(t, err, codes.NotFound)
+	if msg := grpcstatus.Convert(err).Message(); msg != "Request for unknown model: 'slow' has no available versions" {
+		t.Errorf("after the unload: %q, want Triton's text", msg)
+	}
 	idx, _ := e.client.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
 	if len(idx.Models) != 1 || idx.Models[0].State != "UNAVAILABLE" || idx.Models[0].Reason != "unloaded" {
 		t.Fatalf("index after unload: %v", idx)
@@ -318,8 +322,10 @@ parameters { key: "fake_delay_us" value { string_value: "40000" } }
 
 // TestExplicitLoadUnloadRace races loads, reloads and unloads with
 // concurrent inference: nothing crashes or deadlocks, every failure is
-// UNAVAILABLE (the model was being or had been unloaded when the request
-// arrived) and a phase of reloads alone fails no request at all.
+// NOT_FOUND (the model had no ready version when the request arrived,
+// Triton's code) or UNAVAILABLE (it resolved a version whose unload began
+// before the request was queued) and a phase of reloads alone fails no
+// request at all.
 func TestExplicitLoadUnloadRace(t *testing.T) {
 	e := newEnv(t, map[string]string{"m": fmt.Sprintf(slowLoadModel, 2)})
 	ctx := context.Background()
@@ -339,14 +345,14 @@ func TestExplicitLoadUnloadRace(t *testing.T) {
 	}
 	g.halt()
 	for _, f := range g.errs {
-		if c := grpcstatus.Code(f.err); c != codes.Unavailable {
-			t.Errorf("failure with %v (want only UNAVAILABLE): %v", c, f.err)
+		if c := grpcstatus.Code(f.err); c != codes.Unavailable && c != codes.NotFound {
+			t.Errorf("failure with %v (want only UNAVAILABLE or NOT_FOUND): %v", c, f.err)
 		}
 	}
 	if g.ok.Load() == 0 {
 		t.Fatal("no request succeeded")
 	}
-	t.Logf("load/unload phase: %d ok, %d unavailable", g.ok.Load(), len(g.errs))
+	t.Logf("load/unload phase: %d ok, %d refused", g.ok.Load(), len(g.errs))
 
 	// Reloads only: the old version serves until the new one is ready.
 	g = startLoad(e, "m", 6)

@@ -271,7 +271,7 @@ func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start t
 	}
 	if m.Decoupled() {
 		m.Scheduler.RecordFailure(start)
-		return nil, errDecoupledUnary
+		return nil, status.DecoupledGRPC.New()
 	}
 	req, err := decodeRequest(r, s.opts.SharedMemory)
 	if err != nil {

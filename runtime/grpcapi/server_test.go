@@ -279,7 +279,8 @@ func TestInferErrors(t *testing.T) {
 		{"unknown model", mut(func(r *pb.ModelInferRequest) { r.ModelName = "nope" }), codes.NotFound},
 		{"no model name", mut(func(r *pb.ModelInferRequest) { r.ModelName = "" }), codes.InvalidArgument},
 		{"unknown version", mut(func(r *pb.ModelInferRequest) { r.ModelVersion = "7" }), codes.NotFound},
-		{"model failed to load", mut(func(r *pb.ModelInferRequest) { r.ModelName = "broken" }), codes.Unavailable},
+		// Triton: NOT_FOUND, the model has no available versions.
+		{"model failed to load", mut(func(r *pb.ModelInferRequest) { r.ModelName = "broken" }), codes.NotFound},
 		{"wrong datatype", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "INT32" }), codes.InvalidArgument},
 		{"bad datatype", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "FLOAT" }), codes.InvalidArgument},
 		{"wrong shape", mut(func(r *pb.ModelInferRequest) { r.Inputs[0].Shape = []int64{1, 5} }), codes.InvalidArgument},
@@ -450,7 +451,7 @@ func TestLoadUnload(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.client.ModelInfer(ctx, linearRequest("", rows(1, 0), true))
-	wantCode(t, err, codes.Unavailable)
+	wantCode(t, err, codes.NotFound)
 	r, _ := e.client.ModelReady(ctx, &pb.ModelReadyRequest{Name: "linear"})
 	if r.Ready {
 		t.Fatal("unloaded model is ready")

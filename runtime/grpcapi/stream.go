@@ -9,9 +9,6 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
-// errDecoupledUnary is Triton's answer to ModelInfer on a decoupled model.
-var errDecoupledUnary = backend.Errorf(backend.Unsupported, "ModelInfer RPC doesn't support models with decoupled transaction policy")
-
 // finalParam is the response parameter that tells a streaming client a
 // request's last response (Triton's "triton_final_response"); emptyFinal
 // is the request parameter that asks for a response carrying only that

@@ -3,11 +3,13 @@ package httpapi
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/sharedmem"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // inferRequest is the JSON part of an infer request. Data stays raw so that
@@ -93,6 +95,10 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 	}
 	var ir inferRequest
 	if err := parseHeader(header, &ir); err != nil {
+		var be *backend.Error
+		if errors.As(err, &be) {
+			return nil, nil, be // Triton's own text (nesting too deep)
+		}
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
 	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
@@ -168,6 +174,9 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 			}
 			req.Outputs[i] = o.Name
 		}
+		if name, dup := repeatedName(req.Outputs); dup {
+			return nil, nil, status.DuplicateOutputHTTP.New(name)
+		}
 	}
 	return req, &ir, nil
 }
@@ -180,7 +189,7 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 // its one element), and every output is answered as binary data.
 func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferRequest, error) {
 	if len(m.Spec.Inputs) != 1 {
-		return nil, nil, backend.Errorf(backend.InvalidArg, "Raw request must only have 1 input (found 1) to be deduced but got %d inputs in '%s' model configuration", len(m.Spec.Inputs), m.Name)
+		return nil, nil, status.RawInputCount.New(status.RequestPrefix(""), len(m.Spec.Inputs), m.Name)
 	}
 	spec := &m.Spec.Inputs[0]
 	var shape []int64
@@ -191,7 +200,7 @@ func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferReques
 	for _, d := range spec.Dims {
 		if d == -1 {
 			if dynamic >= 0 {
-				return nil, nil, backend.Errorf(backend.InvalidArg, "The shape of the raw input '%s' can not be deduced because there are more than one variable-sized dimension", spec.Name)
+				return nil, nil, status.RawVariableDims.New(status.RequestPrefix(""), spec.Name)
 			}
 			dynamic = len(shape)
 		} else {
@@ -202,7 +211,7 @@ func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferReques
 	data := body
 	if spec.DataType == backend.Bytes {
 		if dynamic >= 0 || elems != 1 {
-			return nil, nil, backend.Errorf(backend.InvalidArg, "For BYTE datatype raw input '%s', the model must have input shape [1]", spec.Name)
+			return nil, nil, status.RawBytesShape.New(status.RequestPrefix(""), spec.Name)
 		}
 		data = binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 		data = append(data, body...)
@@ -217,4 +226,29 @@ func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferReques
 	ir.Parameters.BinaryDataOutput = true
 	req := &backend.Request{Inputs: []backend.Tensor{{Name: spec.Name, DataType: spec.DataType, Shape: shape, Data: data}}}
 	return req, ir, nil
+}
+
+// repeatedName returns the first name given twice: Triton's HTTP frontend
+// refuses a request naming an output twice before the request reaches the
+// core. A set only for long lists, so that the common request allocates
+// nothing and a huge one costs no quadratic scan.
+func repeatedName(names []string) (string, bool) {
+	if len(names) > 16 {
+		seen := make(map[string]struct{}, len(names))
+		for _, n := range names {
+			if _, ok := seen[n]; ok {
+				return n, true
+			}
+			seen[n] = struct{}{}
+		}
+		return "", false
+	}
+	for i := range names {
+		for k := 0; k < i; k++ {
+			if names[k] == names[i] {
+				return names[i], true
+			}
+		}
+	}
+	return "", false
 }

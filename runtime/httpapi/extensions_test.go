@@ -125,7 +125,7 @@ func TestRawBinaryRequest(t *testing.T) {
 		!strings.Contains(string(b), "Raw request must only have 1 input (found 1) to be deduced but got 6 inputs in 'ident' model configuration") {
 		t.Errorf("raw request to a 6-input model: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := e.do(t, "POST", "/v2/models/linear/infer", make([]byte, 20), map[string]string{HeaderLength: "0"}); resp.StatusCode != 400 || !strings.Contains(string(b), "expected 16 bytes") {
+	if resp, b := e.do(t, "POST", "/v2/models/linear/infer", make([]byte, 20), map[string]string{HeaderLength: "0"}); resp.StatusCode != 400 || !strings.Contains(string(b), "input byte size mismatch for input 'INPUT__0' for model 'linear'. Expected 16, got 20") {
 		t.Errorf("raw request of the wrong size: %d %s", resp.StatusCode, b)
 	}
 }

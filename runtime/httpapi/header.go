@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // parseHeader decodes the JSON part of an infer request into ir. It is a
@@ -68,8 +69,8 @@ type scanner struct {
 }
 
 // maxDepth bounds nesting so that a hostile body cannot exhaust the stack
-// (the scanner recurses per level).
-const maxDepth = 1000
+// (the scanner recurses per level): Triton's limit for the whole document.
+const maxDepth = status.MaxJSONDepth
 
 type syntaxError struct {
 	msg string
@@ -118,7 +119,7 @@ func (p *scanner) object(member func(key []byte) error) error {
 		return err
 	}
 	if p.depth++; p.depth > maxDepth {
-		return p.errorf("JSON nested too deeply")
+		return status.JSONTooDeep.New(maxDepth)
 	}
 	defer func() { p.depth-- }()
 	if c, err := p.next(); err != nil {
@@ -160,7 +161,7 @@ func (p *scanner) array(elem func() error) error {
 		return err
 	}
 	if p.depth++; p.depth > maxDepth {
-		return p.errorf("JSON nested too deeply")
+		return status.JSONTooDeep.New(maxDepth)
 	}
 	defer func() { p.depth-- }()
 	if c, err := p.next(); err != nil {

@@ -65,7 +65,7 @@ func TestDuplicateOutputsRefusedBeforeRunning(t *testing.T) {
 		_ = json.Unmarshal(b, &er)
 		msg = er.Error
 	})
-	if status != 400 || msg != "output 'OUT' already exists in request" {
+	if status != 400 || msg != "Duplicate output name 'OUT' is not allowed in a request" {
 		t.Fatalf("duplicate outputs: %d %q", status, msg)
 	}
 	// The body is read once into the server's buffer and once sent by the

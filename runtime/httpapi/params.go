@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
@@ -60,6 +59,3 @@ func modelParameters(all map[string]any) map[string]any {
 	}
 	return out
 }
-
-// errDecoupledHTTP is Triton's answer to /infer on a decoupled model.
-var errDecoupledHTTP = backend.Errorf(backend.Unsupported, "HTTP end point doesn't support models with decoupled transaction policy")

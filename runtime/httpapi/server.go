@@ -498,7 +498,7 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 	}
 	if m.Decoupled() {
 		m.Scheduler.RecordFailure(start)
-		writeError(w, errDecoupledHTTP)
+		writeError(w, status.DecoupledHTTP.New())
 		return
 	}
 	bp, err := s.readBody(w, r)

@@ -362,7 +362,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad version", "/v2/models/linear/versions/-1/infer", j(`{}`), nil, 400, "invalid model version"},
 		{"malformed JSON", "/v2/models/linear/infer", j(`{"inputs":[{"name":`), nil, 400, "failed to parse the request JSON"},
 		{"wrong dtype", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"INT32","data":[1,2,3,4]}]}`), nil, 400,
-			"unexpected datatype INT32 for inference input 'INPUT__0', expecting FP32"},
+			"[request id: <id_unknown>] inference input 'INPUT__0' data-type is 'INT32', but model 'linear' expects 'FP32'"},
 		{"invalid dtype", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP33","data":[1,2,3,4]}]}`), nil, 400, "invalid datatype 'FP33'"},
 		{"wrong shape", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,5],"datatype":"FP32","data":[1,2,3,4,5]}]}`), nil, 400,
 			"unexpected shape for input 'INPUT__0' for model 'linear'. Expected [-1,4], got [1,5]"},
@@ -370,13 +370,15 @@ func TestBadRequests(t *testing.T) {
 			"batch-size must be <= 8"},
 		{"missing input", "/v2/models/linear/infer", j(`{"inputs":[]}`), nil, 400, "expected 1 inputs but got 0 inputs for model 'linear'"},
 		{"missing required among optional", "/v2/models/ident/infer", j(`{"inputs":[{"name":"B","shape":[2],"datatype":"BOOL","data":[true,true]}]}`), nil, 400,
-			"missing required input(s) 'S','I'"},
+			"Got input(s) ['B'], but missing required input(s) ['S','I']. Please provide all required input(s)."},
 		{"extra input", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},{"name":"EXTRA","shape":[1],"datatype":"FP32","data":[1]}]}`), nil, 400,
+			"expected 1 inputs but got 2 inputs for model 'linear'. Got input(s) ['INPUT__0','EXTRA'], but missing required input(s) ]. Please provide all required input(s)."},
+		{"unknown input", "/v2/models/linear/infer", j(`{"inputs":[{"name":"EXTRA","shape":[1],"datatype":"FP32","data":[1]}]}`), nil, 400,
 			"unexpected inference input 'EXTRA' for model 'linear'"},
 		{"duplicate input", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`), nil, 400,
 			"input 'INPUT__0' already exists in request"},
 		{"duplicate output", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"OUTPUT__0"},{"name":"OUTPUT__0"}]}`), nil, 400,
-			"output 'OUTPUT__0' already exists in request"},
+			"Duplicate output name 'OUTPUT__0' is not allowed in a request"},
 		{"too few elements", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3]}]}`), nil, 400, "got 3 elements in data, the shape needs 4"},
 		{"not a number", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,"x",4]}]}`), nil, 400, "string element"},
 		{"no data", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32"}]}`), nil, 400, "neither data nor binary_data_size"},
@@ -388,14 +390,14 @@ func TestBadRequests(t *testing.T) {
 	b1, h1 := bin(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`, good[:10])
 	cases = append(cases, tc{"truncated binary", "/v2/models/linear/infer", b1, h1, 400, "unexpected end of binary data for input 'INPUT__0'"})
 	b2, h2 := bin(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":12}}]}`, good[:12])
-	cases = append(cases, tc{"size mismatch", "/v2/models/linear/infer", b2, h2, 400, "expected 16 bytes of data for shape [1,4], got 12"})
+	cases = append(cases, tc{"size mismatch", "/v2/models/linear/infer", b2, h2, 400, "input byte size mismatch for input 'INPUT__0' for model 'linear'. Expected 16, got 12"})
 	b3, h3 := bin(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`, good, []byte{1, 2})
 	cases = append(cases, tc{"trailing binary", "/v2/models/linear/infer", b3, h3, 400, "2 bytes of binary data follow"})
 	b4, _ := bin(`{"inputs":[]}`)
 	cases = append(cases, tc{"header length too big", "/v2/models/linear/infer", b4, map[string]string{HeaderLength: "999"}, 400, "has only"})
 	cases = append(cases, tc{"header length junk", "/v2/models/linear/infer", b4, map[string]string{HeaderLength: "x"}, 400, "invalid Inference-Header-Content-Length"})
 	b5, h5 := bin(`{"inputs":[{"name":"S","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":6}},{"name":"I","shape":[2,2],"datatype":"INT32","data":[1,2,3,4]},{"name":"B","shape":[2],"datatype":"BOOL","data":[true,true]}]}`, []byte{5, 0, 0, 0, 'a', 'b'})
-	cases = append(cases, tc{"bad BYTES element", "/v2/models/ident/infer", b5, h5, 400, "runs past the end"})
+	cases = append(cases, tc{"bad BYTES element", "/v2/models/ident/infer", b5, h5, 400, "incomplete string for inference input 'S'"})
 	cases = append(cases, tc{"oversized body", "/v2/models/linear/infer", make([]byte, 5000), nil, 413, "exceeds the maximum allowed value of 4096 bytes"})
 	cases = append(cases, tc{"no such endpoint", "/v2/nothing", nil, nil, 404, "no such endpoint"})
 
@@ -474,7 +476,7 @@ func TestStatsAndRepositoryIndex(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil || len(st.ModelStats) != 3 {
 		t.Errorf("all stats: %s", b)
 	}
-	if r, _ := e.do(t, "GET", "/v2/models/broken/stats", nil, nil); r.StatusCode != 503 {
+	if r, _ := e.do(t, "GET", "/v2/models/broken/stats", nil, nil); r.StatusCode != 404 {
 		t.Errorf("stats of a model with no ready version: %d", r.StatusCode)
 	}
 

@@ -468,12 +468,18 @@ func checkBytes(t *backend.Tensor) error {
 	return nil
 }
 
-// tritonErrorCode maps pb_utils.TritonError codes to backend codes.
+// tritonErrorCode maps pb_utils.TritonError codes to backend codes, so
+// that clients see the HTTP status and gRPC code Triton gives each
+// (TritonError's default is INTERNAL).
 func tritonErrorCode(code *int) backend.Code {
 	if code == nil {
 		return backend.Internal
 	}
 	switch *code {
+	case 0:
+		return backend.Unknown
+	case 7:
+		return backend.Cancelled
 	case 2:
 		return backend.NotFound
 	case 3:

@@ -30,6 +30,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // State is a model version's lifecycle state as shown by the repository index.
@@ -450,14 +451,15 @@ func (m *Manager) Close(ctx context.Context) error {
 }
 
 // Get returns a READY version of the model; version < 0 means the highest
-// ready version. Errors are *backend.Error: NotFound for an unknown model or
-// version, Unavailable for one that exists but is not ready.
+// ready version. Errors are Triton's (runtime/status): NotFound for an
+// unknown model or version and for a model without a ready version,
+// Unavailable for a version that exists but is not ready.
 func (m *Manager) Get(name string, version int64) (*Model, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e := m.models[name]
 	if e == nil {
-		return nil, backend.Errorf(backend.NotFound, "Request for unknown model: '%s' is not found", name)
+		return nil, status.UnknownModel.New(name)
 	}
 	if version < 0 {
 		var best *Model
@@ -467,16 +469,16 @@ func (m *Manager) Get(name string, version int64) (*Model, error) {
 			}
 		}
 		if best == nil {
-			return nil, backend.Errorf(backend.Unavailable, "Request for unknown model: '%s' has no available versions", name)
+			return nil, status.NoAvailableVersion.New(name)
 		}
 		return best, nil
 	}
 	ve := e.versions[version]
 	if ve == nil {
-		return nil, backend.Errorf(backend.NotFound, "Request for unknown model: '%s' version %d is not found", name, version)
+		return nil, status.UnknownVersion.New(name, version)
 	}
 	if ve.state != Ready {
-		return nil, backend.Errorf(backend.Unavailable, "Request for unknown model: '%s' version %d is not at ready state", name, version)
+		return nil, status.VersionNotReady.New(name, version)
 	}
 	return ve.model, nil
 }

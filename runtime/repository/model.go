@@ -9,6 +9,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // Model is one loaded, servable version of a model. Its fields are read-only
@@ -81,92 +82,156 @@ func (m *Model) index() {
 	}
 }
 
-// Validate checks a decoded request against the model's configuration:
-// input names (none unknown, none repeated, every required one present),
-// data types, shapes (the batch dimension against max_batch_size and equal
-// across inputs), data sizes (for BYTES, that the length-prefixed elements
-// fill the data exactly), requested output names (none unknown, none
-// repeated) and, where the config fixes the outputs' sizes, that the
-// response stays within Options.MaxResponseSize. Errors are *backend.Error
-// with code InvalidArg (TooLarge for the response bound); messages follow
-// Triton's wording.
+// Validate checks a decoded request against the model's configuration in
+// the order Triton's core does (InferenceRequest::Normalize and its byte
+// size checks): input names not repeated, requested outputs declared (and
+// not repeated), the number of inputs, the batch dimension (present, equal
+// across inputs, within max_batch_size), each input's name, data type and
+// shape, every required input present, data sizes (for BYTES, that the
+// length-prefixed elements fill the data exactly) and, where the config
+// fixes the outputs' sizes, that the response stays within
+// Options.MaxResponseSize. Errors are *backend.Error with Triton's codes
+// and texts (runtime/status); TooLarge for the response bound.
 func (m *Model) Validate(req *backend.Request) error {
-	seen := 0
+	// Names are checked against the config later; a repeated name is
+	// refused first, as Triton's AddOriginalInput does, whatever the name.
+	if name, ok := repeatedInput(req.Inputs); ok {
+		return status.DuplicateInput.New(status.RequestPrefix(req.ID), name)
+	}
+	requested := newIndexSet(len(m.Spec.Outputs))
+	for _, name := range req.Outputs {
+		idx, ok := m.outputIndex[name]
+		if !ok {
+			return status.UnexpectedOutput.New(name, m.Name)
+		}
+		if !requested.add(idx) {
+			return status.DuplicateOutput.New(name)
+		}
+	}
+	if len(req.Inputs) > len(m.Spec.Inputs) || len(req.Inputs) < m.required {
+		return m.inputCountError(req)
+	}
 	var batch int64 = -1
-	given := newIndexSet(len(m.Spec.Inputs))
+	if m.Spec.MaxBatchSize > 0 {
+		for i := range req.Inputs {
+			t := &req.Inputs[i]
+			if _, ok := m.inputIndex[t.Name]; !ok {
+				return status.UnexpectedInput.New(t.Name, m.Name)
+			}
+			if len(t.Shape) == 0 {
+				return status.NoBatchDim.New(status.RequestPrefix(req.ID), t.Name, m.Name)
+			}
+			if batch >= 0 && t.Shape[0] != batch {
+				return status.BatchMismatch.New(status.RequestPrefix(req.ID), t.Name, m.Name)
+			}
+			batch = t.Shape[0]
+		}
+		if batch > int64(m.Spec.MaxBatchSize) || batch == 0 {
+			return status.BatchTooLarge.New(status.RequestPrefix(req.ID), m.Spec.MaxBatchSize, m.Name)
+		}
+	}
+	seen := 0
 	for i := range req.Inputs {
 		t := &req.Inputs[i]
 		idx, ok := m.inputIndex[t.Name]
 		if !ok {
-			return backend.Errorf(backend.InvalidArg, "unexpected inference input '%s' for model '%s'", t.Name, m.Name)
-		}
-		if !given.add(idx) {
-			return backend.Errorf(backend.InvalidArg, "input '%s' already exists in request", t.Name)
+			return status.UnexpectedInput.New(t.Name, m.Name)
 		}
 		spec := &m.Spec.Inputs[idx]
 		if !spec.Optional {
 			seen++
 		}
 		if t.DataType != spec.DataType {
-			return backend.Errorf(backend.InvalidArg, "unexpected datatype %s for inference input '%s', expecting %s for model '%s'",
-				t.DataType, t.Name, spec.DataType, m.Name)
+			return status.InputDataType.New(status.RequestPrefix(req.ID), t.Name, t.DataType, m.Name, spec.DataType)
 		}
 		dims := t.Shape
 		if m.Spec.MaxBatchSize > 0 {
-			if len(t.Shape) == 0 {
-				return m.shapeError(t, spec)
-			}
-			if t.Shape[0] < 1 || t.Shape[0] > int64(m.Spec.MaxBatchSize) {
-				return backend.Errorf(backend.InvalidArg, "inference request batch-size must be <= %d for '%s'", m.Spec.MaxBatchSize, m.Name)
-			}
-			if batch >= 0 && t.Shape[0] != batch {
-				return backend.Errorf(backend.InvalidArg, "input '%s' has batch size %d but other inputs have %d for model '%s'", t.Name, t.Shape[0], batch, m.Name)
-			}
-			batch = t.Shape[0]
 			dims = t.Shape[1:]
 		} else if m.leadingDim && len(t.Shape) == len(spec.Dims)+1 && t.Shape[0] >= 1 {
 			// The field report's client sends [2,10] to a model declaring
 			// dims [10] without batching; its model.py handles the rows.
 			// Triton refuses this; --strict-input-shapes does too.
 			if batch >= 0 && t.Shape[0] != batch {
-				return backend.Errorf(backend.InvalidArg, "input '%s' has leading dimension %d but other inputs have %d for model '%s'", t.Name, t.Shape[0], batch, m.Name)
+				return status.BatchMismatch.New(status.RequestPrefix(req.ID), t.Name, m.Name)
 			}
 			batch = t.Shape[0]
 			dims = t.Shape[1:]
 		}
-		if len(dims) != len(spec.Dims) {
-			return m.shapeError(t, spec)
-		}
-		for k, d := range dims {
-			if d < 0 || (spec.Dims[k] != -1 && d != spec.Dims[k]) {
-				return m.shapeError(t, spec)
+		if len(dims) == len(spec.Dims) {
+			for k, d := range dims {
+				if d < 0 {
+					return status.WildcardDim.New(status.RequestPrefix(req.ID), t.Name, m.Name, FormatShape(t.Shape))
+				}
+				if spec.Dims[k] != -1 && d != spec.Dims[k] {
+					return m.shapeError(req, t, spec)
+				}
 			}
-		}
-		if err := checkByteSize(t); err != nil {
-			return backend.Errorf(backend.InvalidArg, "input '%s' for model '%s': %s", t.Name, m.Name, err.Msg)
+		} else {
+			return m.shapeError(req, t, spec)
 		}
 	}
 	if seen != m.required {
-		var missing []string
-		for i, in := range m.Spec.Inputs {
-			if !in.Optional && given.add(i) {
-				missing = append(missing, "'"+in.Name+"'")
-			}
-		}
-		return backend.Errorf(backend.InvalidArg, "expected %d inputs but got %d inputs for model '%s'. Got input(s) %s, but missing required input(s) %s",
-			m.required, seen, m.Name, inputNames(req), strings.Join(missing, ","))
+		// Triton's count check passes when optional inputs make up the
+		// number; a required one is still missing, which its backends
+		// refuse later. The text is the count check's.
+		return m.inputCountError(req)
 	}
-	requested := newIndexSet(len(m.Spec.Outputs))
-	for _, name := range req.Outputs {
-		idx, ok := m.outputIndex[name]
-		if !ok {
-			return backend.Errorf(backend.InvalidArg, "unexpected inference output '%s' for model '%s'", name, m.Name)
-		}
-		if !requested.add(idx) {
-			return backend.Errorf(backend.InvalidArg, "output '%s' already exists in request", name)
+	for i := range req.Inputs {
+		if err := m.checkByteSize(req, &req.Inputs[i]); err != nil {
+			return err
 		}
 	}
 	return m.checkResponseBound(req, max(batch, 1))
+}
+
+// repeatedInput returns the first input name given twice; a map only for
+// requests with many inputs, so that the common request allocates nothing
+// and a huge one costs no quadratic scan.
+func repeatedInput(ins []backend.Tensor) (string, bool) {
+	if len(ins) > 16 {
+		seen := make(map[string]struct{}, len(ins))
+		for i := range ins {
+			if _, ok := seen[ins[i].Name]; ok {
+				return ins[i].Name, true
+			}
+			seen[ins[i].Name] = struct{}{}
+		}
+		return "", false
+	}
+	for i := range ins {
+		for k := 0; k < i; k++ {
+			if ins[k].Name == ins[i].Name {
+				return ins[i].Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// inputCountError is Triton's refusal of a request whose inputs do not
+// cover the model's required ones, with its rendering of the lists: the
+// inputs given in request order, the missing ones in config order (when
+// none is missing Triton's code leaves just "]").
+func (m *Model) inputCountError(req *backend.Request) error {
+	missing := "["
+	for _, in := range m.Spec.Inputs {
+		if in.Optional {
+			continue
+		}
+		found := false
+		for k := range req.Inputs {
+			found = found || req.Inputs[k].Name == in.Name
+		}
+		if !found {
+			missing += "'" + in.Name + "',"
+		}
+	}
+	missing = missing[:len(missing)-1] + "]"
+	got := inputNames(req)
+	if m.required == len(m.Spec.Inputs) {
+		return status.InputCount.New(status.RequestPrefix(req.ID), len(m.Spec.Inputs), len(req.Inputs), m.Name, got, missing)
+	}
+	return status.InputCountRange.New(status.RequestPrefix(req.ID), m.required, len(m.Spec.Inputs), len(req.Inputs), m.Name, got, missing)
 }
 
 // indexSet records which declared inputs or outputs a request names; up to
@@ -289,9 +354,12 @@ func inputNames(req *backend.Request) string {
 	return "[" + strings.Join(names, ",") + "]"
 }
 
-func (m *Model) shapeError(t *backend.Tensor, spec *backend.TensorSpec) error {
-	return backend.Errorf(backend.InvalidArg, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
-		t.Name, m.Name, FormatShape(m.FullShape(spec)), FormatShape(t.Shape))
+func (m *Model) shapeError(req *backend.Request, t *backend.Tensor, spec *backend.TensorSpec) error {
+	note := ""
+	if m.Spec.MaxBatchSize > 0 {
+		note = status.BatchNote
+	}
+	return status.InputShape.New(status.RequestPrefix(req.ID), t.Name, m.Name, FormatShape(m.FullShape(spec)), FormatShape(t.Shape), note)
 }
 
 // FormatShape renders a shape as Triton does in messages: [-1,10].
@@ -306,8 +374,9 @@ func FormatShape(s []int64) string {
 	return string(append(b, ']'))
 }
 
-// checkByteSize verifies that t.Data holds exactly the elements of t.Shape.
-func checkByteSize(t *backend.Tensor) *backend.Error {
+// checkByteSize verifies that t.Data holds exactly the elements of
+// t.Shape, with Triton's texts.
+func (m *Model) checkByteSize(req *backend.Request, t *backend.Tensor) error {
 	n := int64(1)
 	for _, d := range t.Shape {
 		n = satMul(n, d)
@@ -315,28 +384,31 @@ func checkByteSize(t *backend.Tensor) *backend.Error {
 	if t.DataType != backend.Bytes {
 		want := satMul(n, int64(t.DataType.Size()))
 		if want == math.MaxInt64 {
-			return backend.Errorf(backend.InvalidArg, "shape %s has more elements than a request can carry", FormatShape(t.Shape))
+			return status.ElementCountOverflow.New(status.RequestPrefix(req.ID), t.Name, FormatShape(t.Shape), int64(math.MaxInt64))
 		}
 		if want != int64(len(t.Data)) {
-			return backend.Errorf(backend.InvalidArg, "expected %d bytes of data for shape %s, got %d", want, FormatShape(t.Shape), len(t.Data))
+			return status.ByteSizeMismatch.New(status.RequestPrefix(req.ID), t.Name, m.Name, want, len(t.Data))
 		}
 		return nil
 	}
 	data := t.Data
 	var count int64
 	for len(data) > 0 {
+		if count == n {
+			return status.StringsTooMany.New(status.RequestPrefix(req.ID), count+1, t.Name, m.Name, n)
+		}
 		if len(data) < 4 {
-			return backend.Errorf(backend.InvalidArg, "BYTES element %d has a truncated length prefix", count)
+			return status.StringIndicator.New(status.RequestPrefix(req.ID), t.Name, m.Name, len(data))
 		}
 		l := int64(binary.LittleEndian.Uint32(data))
 		if int64(len(data)-4) < l {
-			return backend.Errorf(backend.InvalidArg, "BYTES element %d of length %d runs past the end of the data", count, l)
+			return status.StringTruncated.New(status.RequestPrefix(req.ID), t.Name, m.Name, l, len(data)-4)
 		}
 		data = data[4+l:]
 		count++
 	}
 	if count != n {
-		return backend.Errorf(backend.InvalidArg, "expected %d BYTES elements for shape %s, got %d", n, FormatShape(t.Shape), count)
+		return status.StringsTooFew.New(status.RequestPrefix(req.ID), n, t.Name, m.Name, count)
 	}
 	return nil
 }

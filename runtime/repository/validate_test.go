@@ -12,7 +12,8 @@ import (
 
 // TestSizeErrorsStateTheNumbers is part of issue 17's case 10: a [1,10]
 // FP32 input without data was answered "expected 4 bytes". The expected
-// size is the whole shape's, and a shape whose size overflows says so.
+// size is the whole shape's (in Triton's words since issue 20), and a
+// shape whose size overflows says so.
 func TestSizeErrorsStateTheNumbers(t *testing.T) {
 	cfg := `backend: "fake"
 max_batch_size: 4
@@ -31,9 +32,9 @@ parameters { key: "fake_mode" value { string_value: "identity" } }`
 		data  int
 		want  string
 	}{
-		{[]int64{1, 10}, 0, "expected 40 bytes of data for shape [1,10], got 0"},
-		{[]int64{2, 3}, 4, "expected 24 bytes of data for shape [2,3], got 4"},
-		{[]int64{1, math.MaxInt64 / 2}, 8, "has more elements than a request can carry"},
+		{[]int64{1, 10}, 0, "input byte size mismatch for input 'INPUT__0' for model 'm'. Expected 40, got 0"},
+		{[]int64{2, 3}, 4, "input byte size mismatch for input 'INPUT__0' for model 'm'. Expected 24, got 4"},
+		{[]int64{1, math.MaxInt64 / 2}, 8, "causes total element count to exceed maximum size of"},
 	} {
 		req := &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT__0", DataType: backend.FP32, Shape: c.shape, Data: make([]byte, c.data)}}}
 		if err := mod.Validate(req); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // Config describes how one model version is scheduled.
@@ -290,7 +291,7 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 			s.queued.Add(-1)
 			s.pending.Add(-1)
 			s.stats.failed(Rejected, time.Since(j.start))
-			return backend.Errorf(backend.Unavailable, "Exceeds maximum queue size")
+			return status.QueueFull.New(status.RequestPrefix(j.req.ID))
 		}
 	}
 	select {

@@ -88,6 +88,10 @@ func GRPCCode(err error) codes.Code {
 	case backend.Forbidden:
 		// Triton answers a restricted protocol with UNAVAILABLE.
 		return codes.Unavailable
+	case backend.Unknown:
+		return codes.Unknown
+	case backend.Cancelled:
+		return codes.Canceled
 	}
 	return codes.InvalidArgument
 }

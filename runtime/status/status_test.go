@@ -26,6 +26,9 @@ func TestMapping(t *testing.T) {
 		{backend.Errorf(backend.TooLarge, "x"), 413, codes.ResourceExhausted},
 		{backend.Errorf(backend.UnsupportedMedia, "x"), 415, codes.Unimplemented},
 		{backend.Errorf(backend.Forbidden, "x"), 403, codes.Unavailable},
+		// Triton's HttpCodeFromError has no direct match for these: 400.
+		{backend.Errorf(backend.Unknown, "x"), 400, codes.Unknown},
+		{backend.Errorf(backend.Cancelled, "x"), 400, codes.Canceled},
 		{fmt.Errorf("loading: %w", backend.Errorf(backend.NotFound, "x")), 404, codes.NotFound},
 		// The outermost *backend.Error decides, whatever it wraps.
 		{backend.Errorf(backend.Internal, "model failed: %w", context.Canceled), 500, codes.Internal},
