@@ -185,10 +185,10 @@ func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 }
 
 // ModelReady implements the RPC: not ready (rather than an error) for
-// models that are unknown or not loaded, as Triton answers.
+// models that are unknown or not loaded, as Triton answers, and for models
+// whose instances cannot serve.
 func (s *Server) ModelReady(_ context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
-	_, err := s.mgr.Resolve(r.GetName(), r.GetVersion())
-	return &pb.ModelReadyResponse{Ready: err == nil}, nil
+	return &pb.ModelReadyResponse{Ready: s.mgr.ModelReady(r.GetName(), r.GetVersion())}, nil
 }
 
 // ServerMetadata implements the RPC.

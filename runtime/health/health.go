@@ -9,8 +9,9 @@ package health
 import "sync/atomic"
 
 // Models is what readiness asks of the model repository:
-// repository.Manager.Ready, true when every model it knows has all its
-// versions READY (versions explicitly unloaded excepted).
+// repository.Manager.Ready, true when every model it knows has a READY
+// version whose instances can all serve (models explicitly unloaded
+// excepted).
 type Models interface{ Ready() bool }
 
 // State is the server's health, shared by the frontends. It is safe for

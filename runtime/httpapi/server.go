@@ -270,10 +270,10 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 }
 
 // modelReady answers not-ready (rather than an error) for models that are
-// unknown or not loaded, as Triton does.
+// unknown or not loaded, as Triton does, and for models whose instances
+// cannot serve.
 func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
-	_, err := s.model(r)
-	w.WriteHeader(status.HTTPHealth(err == nil))
+	w.WriteHeader(status.HTTPHealth(s.mgr.ModelReady(r.PathValue("model"), r.PathValue("version"))))
 }
 
 func (s *Server) modelConfig(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -44,9 +45,38 @@ type Instance struct {
 
 	msg  []byte      // reused control frame buffer
 	spin *spinBudget // the backend's; nil: poll without limit
+
+	// unhealthy is why the instance cannot serve (its stub is gone and the
+	// last restart failed), nil while it can. Readiness reads it without
+	// mu, which a running batch holds.
+	unhealthy atomic.Pointer[error]
+	// retry is the pending background restart after a failed one, and
+	// backoff its delay, doubled per failure up to maxRestartBackoff, so
+	// that an instance whose model is fixed serves again (and readiness
+	// recovers) without waiting for a request. Both under mu.
+	retry   *time.Timer
+	backoff time.Duration
 }
 
+// Restart backoff after a failed restart: the first retry comes after
+// minRestartBackoff, each further one after twice the previous delay, at
+// most maxRestartBackoff.
+const (
+	minRestartBackoff = time.Second
+	maxRestartBackoff = 30 * time.Second
+)
+
 var _ backend.Instance = (*Instance)(nil)
+
+// Healthy returns nil while the instance can serve, and why not once its
+// stub is gone and restarting it failed (scheduler.HealthReporter: the
+// model is then not ready). It turns nil again when a retry succeeds.
+func (in *Instance) Healthy() error {
+	if p := in.unhealthy.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Restarts reports how many times the stub was restarted after a crash,
 // hang or timeout.
@@ -126,7 +156,30 @@ func (in *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("%s", rep.Err)
 	}
 	in.proc = proc
+	go in.watch(proc)
 	return nil
+}
+
+// watch restarts the stub in the background when it ends while idle
+// (killed from outside, out of memory), so that a stub that cannot come
+// back shows in readiness without waiting for a request to find it. A
+// stub that fails during a batch, or is stopped by Close, is no longer
+// in.proc by the time watch holds mu.
+func (in *Instance) watch(proc *stubProc) {
+	select {
+	case <-proc.exited:
+	case <-in.unloading.Done():
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed || in.proc != proc {
+		return
+	}
+	in.log.Warn("python stub ended while idle; restarting it", "pid", proc.pid, "status", proc.exitStatus(0))
+	proc.kill()
+	in.proc = nil
+	in.restartSoon()
 }
 
 // ensureRunning (re)starts the stub when the previous one is gone. Called
@@ -148,27 +201,59 @@ func (in *Instance) ensureRunning(ctx context.Context) error {
 	stop := context.AfterFunc(in.unloading, cancel)
 	defer stop()
 	if err := in.start(ctx); err != nil {
-		return backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %w", in.spec.Name, in.idx, err)
+		err = backend.Errorf(backend.Unavailable, "python model %q instance %d: restarting the stub failed: %w", in.spec.Name, in.idx, err)
+		switch {
+		case in.unloading.Err() != nil:
+		case errors.Is(ctx.Err(), context.Canceled):
+			// The request that restarted it gave up: no verdict on the
+			// model, but the stub still has to come back.
+			in.retryLater()
+		default:
+			in.unhealthy.Store(&err)
+			in.retryLater()
+		}
+		return err
 	}
+	if in.unhealthy.Swap(nil) != nil {
+		in.log.Info("python stub restarted; the instance serves again", "restarts", in.restarts)
+	}
+	in.backoff = 0
 	return nil
+}
+
+// retryLater schedules the next background restart after a failed one.
+// Called with mu held.
+func (in *Instance) retryLater() {
+	if in.closed || in.retry != nil {
+		return
+	}
+	in.backoff = min(max(2*in.backoff, minRestartBackoff), maxRestartBackoff)
+	in.retry = time.AfterFunc(in.backoff, func() {
+		in.mu.Lock()
+		in.retry = nil
+		in.mu.Unlock()
+		in.restartNow()
+	})
 }
 
 // restartSoon restarts a failed stub in the background so that the next
 // request does not pay for the interpreter start; if the next request comes
 // first, ensureRunning does the same work and this becomes a no-op.
-func (in *Instance) restartSoon() {
-	go func() {
-		in.mu.Lock()
-		defer in.mu.Unlock()
-		if in.closed || in.proc != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), in.set.stubTimeout+in.set.initializeTimeout)
-		defer cancel()
-		if err := in.ensureRunning(ctx); err != nil {
-			in.log.Error("restarting the python stub", "err", err)
-		}
-	}()
+func (in *Instance) restartSoon() { go in.restartNow() }
+
+// restartNow starts the stub unless it runs or the instance is closed. A
+// failure is logged and marks the instance unhealthy (ensureRunning).
+func (in *Instance) restartNow() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed || in.proc != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), in.set.stubTimeout+in.set.initializeTimeout)
+	defer cancel()
+	if err := in.ensureRunning(ctx); err != nil {
+		in.log.Error("restarting the python stub", "err", err)
+	}
 }
 
 // wireTensor describes one tensor in the shared region.
@@ -518,6 +603,10 @@ func (in *Instance) Close() error {
 		return nil
 	}
 	in.closed = true
+	if in.retry != nil {
+		in.retry.Stop()
+		in.retry = nil
+	}
 	defer func() { _ = in.shm.close() }() // the region is ours alone; a failed unmap or unlink leaks nothing the next start reuses
 	proc := in.proc
 	in.proc = nil

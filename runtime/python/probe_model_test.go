@@ -473,3 +473,85 @@ class TritonPythonModel:
 `)
 	load(t, b, spec, 0)
 }
+
+// restartFailsModel crashes on a negative input and cannot initialize
+// while the file "broken" exists in its version directory: a stub that
+// crashed and cannot come back until an operator fixes the model.
+const restartFailsModel = `import os
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        if os.path.exists("broken"):
+            raise RuntimeError("the weights are gone")
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            if x[0] < 0:
+                os._exit(3)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
+        return out
+`
+
+// waitHealthy waits until inst's health is what want says, failing the
+// test after d.
+func waitHealthy(t *testing.T, inst *Instance, want bool, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); (inst.Healthy() == nil) != want; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance healthy %v after %s, want %v (Healthy: %v)", !want, d, want, inst.Healthy())
+		}
+	}
+}
+
+// TestFailedRestartMakesInstanceUnhealthy is issue 17's case 9 at the
+// instance: a stub that crashed (in a batch, or killed while idle) and
+// cannot restart reports why through Healthy, so that the model is not
+// ready; requests fail Unavailable meanwhile; once the model can start
+// again a background retry brings the stub back without any request, and
+// Healthy turns nil.
+func TestFailedRestartMakesInstanceUnhealthy(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", restartFailsModel)
+	inst := load(t, b, spec, 0)
+	if err := inst.Healthy(); err != nil {
+		t.Fatalf("a fresh instance: %v", err)
+	}
+	broken := spec.VersionDir + "/broken"
+	req := func(v float32) *backend.Request {
+		r := probeRequest(v)
+		r.Outputs = []string{"OUTPUT"}
+		return r
+	}
+	for _, how := range []string{"crash in a batch", "killed while idle"} {
+		t.Run(how, func(t *testing.T) {
+			writeFile(t, broken, "")
+			if how == "crash in a batch" {
+				if _, err := inst.Execute(context.Background(), []*backend.Request{req(-1)}); err == nil {
+					t.Fatal("execute survived os._exit")
+				}
+			} else if err := syscall.Kill(inst.PID(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, inst, false, 30*time.Second)
+			if err := inst.Healthy(); !strings.Contains(err.Error(), "restarting the stub failed") || !strings.Contains(err.Error(), "the weights are gone") {
+				t.Errorf("Healthy: %v", err)
+			}
+			_, err := inst.Execute(context.Background(), []*backend.Request{req(1)})
+			if be := (*backend.Error)(nil); !errors.As(err, &be) || be.Code != backend.Unavailable {
+				t.Errorf("a request while the stub cannot start: %v, want Unavailable", err)
+			}
+			if err := os.Remove(broken); err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, inst, true, 60*time.Second) // no request needed
+			if inst.PID() == 0 {
+				t.Error("healthy without a running stub")
+			}
+			resps := execute(t, inst, req(5))
+			assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{5}, 0)
+		})
+	}
+}

@@ -152,6 +152,16 @@ func (m *Manager) Resolve(name, version string) (*Model, error) {
 	return m.Get(name, v)
 }
 
+// ModelReady answers a model readiness request (HTTP .../ready, gRPC
+// ModelReady): the version named (the highest READY one for "") is READY
+// and none of its instances reports that it cannot serve (a python stub
+// that crashed and cannot restart, a forward stuck past its timeout; see
+// scheduler.HealthReporter). It turns ready again when they recover.
+func (m *Manager) ModelReady(name, version string) bool {
+	mod, err := m.Resolve(name, version)
+	return err == nil && mod.Scheduler.Healthy() == nil
+}
+
 // ReadyVersions lists the READY versions of a model, ascending, as strings.
 func (m *Manager) ReadyVersions(name string) []string {
 	vs, _, _ := m.Versions(name)
