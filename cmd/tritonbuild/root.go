@@ -67,7 +67,7 @@ assembles OCI images from them.`,
 	root.AddCommand(
 		newPlanCmd(g), newFetchCmd(g), newBuildCmd(g), newAllCmd(g), newInstallCmd(g),
 		newLogsCmd(g), newSchemaCmd(), newSourceCmd(g), newGCCmd(g),
-		newNewCmd(),
+		newNewCmd(), newPyenvCmd(),
 	)
 	addToolchainCommands(root, g)
 	addCacheCommands(root, g)

@@ -79,3 +79,46 @@ func TestCopyFile(t *testing.T) {
 		t.Error("want an error for a missing source")
 	}
 }
+
+// A streamed file is invisible under its name until Commit, readable at
+// its temporary name before, and Abort leaves nothing behind.
+func TestCreateCommitAndAbort(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big.tar.gz")
+	f, err := atomicfile.Create(p, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abort()
+	if _, err := f.Write([]byte("part one, ")); err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("part two"))
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("target visible before Commit: %v", err)
+	}
+	if got, _ := os.ReadFile(f.TempName()); string(got) != "part one, part two" {
+		t.Errorf("temporary content %q", got)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	f.Abort() // after Commit: nothing
+	if got, _ := os.ReadFile(p); string(got) != "part one, part two" {
+		t.Errorf("committed content %q", got)
+	}
+	if err := f.Commit(); err == nil {
+		t.Error("a second Commit succeeded")
+	}
+
+	g, err := atomicfile.Create(filepath.Join(dir, "other"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("never seen"))
+	g.Abort()
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "big.tar.gz" {
+		t.Errorf("after Abort the directory holds %v", entries)
+	}
+}

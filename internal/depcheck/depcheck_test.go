@@ -49,7 +49,7 @@ var rules = []rule{
 	{"toolchain and images know nothing of recipes", pkgRE("toolchain/...", "images/..."), pkgRE("builder/...")},
 	{"libraries never import commands", regexp.MustCompile("^" + regexp.QuoteMeta(module) + "/([^c]|c[^m]|cm[^d]|cmd[^/]).*$"), pkgRE("cmd/...")},
 	{"internal packages import none of builder, toolchain, images, runtime", pkgRE("internal/..."), pkgRE("builder/...", "toolchain/...", "images/...", "runtime/...")},
-	{"the engine's parts know nothing of the engine", pkgRE("builder/recipe", "builder/store", "builder/fetch", "builder/remote"), pkgRE("builder")},
+	{"the engine's parts know nothing of the engine", pkgRE("builder/recipe", "builder/store", "builder/fetch", "builder/remote", "builder/pyenv"), pkgRE("builder")},
 }
 
 // graph maps each package to its direct imports.
@@ -183,6 +183,7 @@ func TestRulesCatchReintroducedImports(t *testing.T) {
 		{module + "/internal/archive", module + "/images", "internal packages import none of builder, toolchain, images, runtime"},
 		{module + "/builder/remote", module + "/builder", "the engine's parts know nothing of the engine"},
 		{module + "/builder/recipe", module + "/builder", "the engine's parts know nothing of the engine"},
+		{module + "/builder/pyenv", module + "/builder", "the engine's parts know nothing of the engine"},
 	}
 	for _, c := range cases {
 		if _, ok := g[c.from]; !ok {
