@@ -357,9 +357,16 @@ func freePort(t *testing.T) int {
 // repositories has settled (loaded or failed).
 func startServer(t *testing.T, bin string, repos ...string) *server {
 	t.Helper()
+	return startServerWith(t, bin, nil, repos...)
+}
+
+// startServerWith is startServer with more flags.
+func startServerWith(t *testing.T, bin string, flags []string, repos ...string) *server {
+	t.Helper()
 	httpPort := freePort(t)
 	args := []string{"--http-port", fmt.Sprint(httpPort), "--grpc-port", fmt.Sprint(freePort(t)),
 		"--metrics-port", fmt.Sprint(freePort(t)), "--exit-on-error=false", "--strict-readiness=false"}
+	args = append(args, flags...)
 	for _, r := range repos {
 		args = append(args, "--model-repository", r)
 	}

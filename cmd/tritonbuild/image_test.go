@@ -245,10 +245,12 @@ instance_group [{ kind: KIND_CPU }]
 	}
 	mustWrite(t, filepath.Join(py, "1", "model.pt"), string(model))
 	// The report's env: a venv over the distribution interpreter (which
-	// the --python image carries at the same path), packed with tar.
-	work := t.TempDir()
-	imagestest.MustRun(t, hostPython, "-m", "venv", "--system-site-packages", "--without-pip", filepath.Join(work, "venv"))
-	imagestest.MustRun(t, "tar", "-C", work, "-czf", filepath.Join(py, "venv.tar.gz"), "venv")
+	// the --python image carries at the same path), made and packed by
+	// pyenv pack.
+	if _, stderr, err := run(t, t.TempDir(), "pyenv", "pack", "--system-site-packages", "--import", "torch",
+		"-o", filepath.Join(py, "venv.tar.gz")); err != nil {
+		t.Fatalf("pyenv pack: %v\n%s", err, stderr)
+	}
 	if err := chmodTree(dir); err != nil {
 		t.Fatal(err)
 	}
