@@ -267,6 +267,17 @@ func TestRestrictedAPI(t *testing.T) {
 	if r, _ := e.do(t, "GET", "/v2/health/ready", nil, nil); r.StatusCode != 200 {
 		t.Errorf("health, not restricted: %d", r.StatusCode)
 	}
+	// Restricting inference covers every path that runs a model.
+	inf := access.Rules{}
+	if err := inf.Add("http-restricted-api", "inference:user=u"); err != nil {
+		t.Fatal(err)
+	}
+	e2 := serveRepo(t, repo, Options{Manager: repo.Manager, Restricted: inf})
+	for _, path := range []string{"/v2/models/linear/infer", "/v2/models/linear/versions/1/infer", "/v2/models/linear/generate", "/v2/models/linear/generate_stream"} {
+		if r, b := e2.do(t, "POST", path, []byte(ok), nil); r.StatusCode != 403 {
+			t.Errorf("%s with inference restricted: %d %s", path, r.StatusCode, b)
+		}
+	}
 }
 
 // TestErrorsNameNoServerPaths is part of issue 17's case 10: load errors,

@@ -166,7 +166,9 @@ func category(path string) access.Category {
 		switch path[strings.LastIndexByte(path, '/')+1:] {
 		case "ready":
 			return access.Health
-		case "infer":
+		case "infer", "generate", "generate_stream":
+			// generate runs the model as infer does: the same category, so
+			// that restricting inference leaves no way around it.
 			return access.Inference
 		case "config":
 			return access.ModelConfig
