@@ -45,14 +45,7 @@ func TestPythonBackendUtilsInstallTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, prefix := t.TempDir(), filepath.Join(t.TempDir(), "prefix")
-	if _, stderr, err := run(t, "../..", "build", "--store", store, "python-backend-utils"); err != nil {
-		t.Fatalf("build: %v\n%s", err, stderr)
-	}
-	if _, stderr, err := run(t, "../..", "install", "--store", store, "--prefix", prefix, "python-backend-utils"); err != nil {
-		t.Fatalf("install: %v\n%s", err, stderr)
-	}
-	dir := filepath.Join(prefix, "backends", "python")
+	dir := installUtils(t)
 	wheel := filepath.Join(dir, "triton_python_backend_utils-0.1.0-py3-none-any.whl")
 	for _, f := range []string{filepath.Join(dir, "triton_python_backend_utils.py"), wheel} {
 		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o644 {
@@ -89,5 +82,57 @@ func TestPythonBackendUtilsInstallTree(t *testing.T) {
 	}
 	if got := runPython(t, vpy, nil, script); got != reportTestBackendOutput {
 		t.Errorf("test_backend.py in a venv with the wheel printed\n%s\nwant\n%s", got, reportTestBackendOutput)
+	}
+}
+
+// installUtils builds python-backend-utils in a fresh store, installs it
+// into a fresh prefix and returns the prefix's backends/python.
+func installUtils(t *testing.T) string {
+	t.Helper()
+	store, prefix := t.TempDir(), filepath.Join(t.TempDir(), "prefix")
+	if _, stderr, err := run(t, "../..", "build", "--store", store, "python-backend-utils"); err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := run(t, "../..", "install", "--store", store, "--prefix", prefix, "python-backend-utils"); err != nil {
+		t.Fatalf("install: %v\n%s", err, stderr)
+	}
+	return filepath.Join(prefix, "backends", "python")
+}
+
+// The unit test docs/python.md shows for the report's model.py runs, as
+// written there, against the installed module: a model.py is testable
+// outside the server with the shipped package.
+func TestModelUnitTestFromDocs(t *testing.T) {
+	testenv.NeedPython(t, hostPython, "numpy", "torch")
+	doc, err := os.ReadFile("../../docs/python.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```python\n# tests/test_simple_linear.py\n"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatal("docs/python.md has no tests/test_simple_linear.py block")
+	}
+	body := string(doc)[i+len("```python\n"):]
+	body = body[:strings.Index(body, "\n```")+1]
+	dir := installUtils(t)
+
+	work := t.TempDir()
+	mustWrite(t, filepath.Join(work, "tests", "test_simple_linear.py"), body)
+	version := filepath.Join(work, "model_repository", "simple_linear", "1")
+	seed, err := os.ReadFile("../../runtime/python/testdata/seed-model-repository/simple_linear/1/model.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(version, "model.py"), string(seed))
+	if out, err := exec.Command(hostPython, "../../runtime/python/testdata/make_model.py", filepath.Join(version, "model.pt")).CombinedOutput(); err != nil {
+		t.Fatalf("make_model.py: %v\n%s", err, out)
+	}
+	cmd := exec.Command(hostPython, "-m", "unittest", "-v", "test_simple_linear")
+	cmd.Dir = filepath.Join(work, "tests")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Ran 2 tests") || !strings.Contains(string(out), "\nOK") {
+		t.Fatalf("the documented unit test: %v\n%s", err, out)
 	}
 }
