@@ -450,7 +450,8 @@ func checkEntrypoint(fsys *imageFS, o Options) error {
 
 // baseLayerSpec lays out the distroless-style base: the closure's host
 // files and symlinks at their host paths, a passwd and group file with the
-// unprivileged user 1000, its home, and a world-writable sticky /tmp.
+// unprivileged user 1000, its home, a world-writable sticky /tmp and the
+// model repository mount points /models and /mnt/models.
 func baseLayerSpec(c *closure) (*layerSpec, error) {
 	var entries []entry
 	for _, d := range c.dirs {
@@ -485,6 +486,11 @@ func baseLayerSpec(c *closure) (*layerSpec, error) {
 		entry{name: "home/triton", typ: tar.TypeDir, mode: 0o755, uid: 1000, gid: 1000},
 		entry{name: "root", typ: tar.TypeDir, mode: 0o700},
 		entry{name: "tmp", typ: tar.TypeDir, mode: 0o1777},
+		// The model repository paths of Triton's guides and of KServe
+		// (which mounts the model at /mnt/models), there to mount over.
+		entry{name: "models", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "mnt", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "mnt/models", typ: tar.TypeDir, mode: 0o755},
 	)
 	return &layerSpec{label: baseLayerLabel, entries: finishEntries(entries)}, nil
 }

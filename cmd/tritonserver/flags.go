@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -353,7 +354,21 @@ func (b backendConfigFlag) Set(s string) error {
 
 // parseFlags parses args (without the program name). --help prints the
 // usage to out and returns flag.ErrHelp.
+// dropProgramName drops a leading "tritonserver" (or a path to it) from
+// args. Triton's images have no entrypoint, so every guide runs `docker run
+// IMAGE tritonserver --model-repository=/models` and KServe's Triton
+// runtime passes `tritonserver --model-store=...` as container args; in an
+// image whose entrypoint is this binary those arrive as its first
+// argument. Nothing else may be positional, so the name is never a value.
+func dropProgramName(args []string) []string {
+	if len(args) > 0 && filepath.Base(args[0]) == "tritonserver" && !strings.HasPrefix(args[0], "-") {
+		return args[1:]
+	}
+	return args
+}
+
 func parseFlags(args []string, out io.Writer) (*config, error) {
+	args = dropProgramName(args)
 	c := &config{backendConfig: map[string]map[string]string{}}
 	fs := flag.NewFlagSet("tritonserver", flag.ContinueOnError)
 	// Errors are reported by the caller, without the whole usage text.

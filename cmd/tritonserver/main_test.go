@@ -54,6 +54,26 @@ func TestFlags(t *testing.T) {
 	if py["shm-default-byte-size"] != "1024" || py["default-max-batch-size"] != "8" || c.settingsFor("pytorch")["default-max-batch-size"] != "4" {
 		t.Errorf("backend config: %v", c.backendConfig)
 	}
+	// The command forms of Triton's images and of KServe's runtime: the
+	// program's name first, as `docker run IMAGE tritonserver ...` passes it
+	// to an image whose entrypoint is this binary.
+	for _, args := range [][]string{
+		{"tritonserver", "--model-repository=/m"},
+		{"/opt/tritonserver/bin/tritonserver", "--model-repository=/m"},
+		{"tritonserver", "--model-store=/m", "--grpc-port=9000", "--http-port=8080", "--allow-grpc=true", "--allow-http=true"},
+	} {
+		c, err := parseFlags(args, io.Discard)
+		if err != nil || strings.Join(c.repositories, ",") != "/m" {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if c, err := parseFlags([]string{"tritonserver", "--model-store=/m", "--grpc-port=9000", "--http-port=8080"}, io.Discard); err != nil || c.grpcPort != 9000 || c.httpPort != 8080 {
+		t.Errorf("KServe's ports: %+v %v", c, err)
+	}
+	// Only a leading name is dropped; anywhere else it is an argument.
+	if _, err := parseFlags([]string{"--model-repository=/m", "tritonserver"}, io.Discard); err == nil {
+		t.Error("a trailing tritonserver was accepted")
+	}
 	if code := run(context.Background(), []string{"--bogus"}, io.Discard, io.Discard); code == 0 {
 		t.Error("unknown flag must exit non-zero")
 	}
