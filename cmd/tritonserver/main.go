@@ -120,6 +120,11 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if err != nil {
 		return err
 	}
+	explicit := cfg.modelControlMode == "explicit"
+	if py, ok := bes["python"].(*python.Backend); ok {
+		// Before the first load: initialize may already ask for models.
+		py.SetServer(pythonServer{mgr: mgr, explicit: explicit})
+	}
 	if err := initialLoad(ctx, cfg, mgr); err != nil {
 		if cfg.exitOnError {
 			_ = mgr.Close(context.Background())
@@ -160,7 +165,6 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	hs := health.New(mgr, cfg.strictReadiness)
 	var servers []*http.Server
 	errc := make(chan error, 4)
-	explicit := cfg.modelControlMode == "explicit"
 	listen := func(what, addr string, port int, h http.Handler) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort(addr, itoa(port)))
 		if err != nil {
@@ -188,7 +192,11 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	}
 	if cfg.allowMetrics {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics.Handler(metrics.NewRegistryWith(mgr, cfg.metrics, sums)))
+		reg := metrics.NewRegistryWith(mgr, cfg.metrics, sums)
+		if py, ok := bes["python"].(*python.Backend); ok {
+			reg.MustRegister(py.Collector()) // pb_utils.MetricFamily's
+		}
+		mux.Handle("GET /metrics", metrics.Handler(reg))
 		if err := listen("Metrics Service", cfg.metricsAddress, cfg.metricsPort, mux); err != nil {
 			return err
 		}
@@ -344,4 +352,57 @@ func pollLoop(ctx context.Context, mgr *repository.Manager, every time.Duration,
 			logger.Warn("repository poll: some models failed to load", "err", err)
 		}
 	}
+}
+
+// pythonServer is what python models reach through pb_utils: BLS requests
+// on the other models and the model loading API (explicit mode only, as
+// in Triton).
+type pythonServer struct {
+	mgr      *repository.Manager
+	explicit bool
+}
+
+func (s pythonServer) Infer(ctx context.Context, model string, version int64, req *backend.Request) (*backend.Response, error) {
+	mod, err := s.mgr.Get(model, version)
+	if err != nil {
+		return nil, err
+	}
+	_, resp, err := s.mgr.Infer(ctx, mod, version, req, time.Now())
+	return resp, err
+}
+
+func (s pythonServer) InferStream(ctx context.Context, model string, version int64, req *backend.Request, fn func(*backend.Response, bool) error) error {
+	mod, err := s.mgr.Get(model, version)
+	if err != nil {
+		return err
+	}
+	if !mod.Decoupled() {
+		// exec(decoupled=True) on an ordinary model: its one response.
+		_, resp, err := s.mgr.Infer(ctx, mod, version, req, time.Now())
+		if err != nil {
+			return err
+		}
+		return fn(resp, true)
+	}
+	_, err = s.mgr.InferStream(ctx, mod, version, req, time.Now(), fn)
+	return err
+}
+
+func (s pythonServer) ModelReady(model string, version int64) bool {
+	_, err := s.mgr.Get(model, version)
+	return err == nil
+}
+
+func (s pythonServer) LoadModel(ctx context.Context, model string, config []byte) error {
+	if !s.explicit {
+		return repository.ControlDisabled()
+	}
+	return s.mgr.LoadModel(ctx, model, config)
+}
+
+func (s pythonServer) UnloadModel(ctx context.Context, model string) error {
+	if !s.explicit {
+		return repository.ControlDisabled()
+	}
+	return s.mgr.Unload(ctx, model)
 }

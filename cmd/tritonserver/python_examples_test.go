@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,5 +320,136 @@ func TestPythonExampleAutoComplete(t *testing.T) {
 			t.Errorf("%s: config over gRPC %v %v", c.model, g, err)
 		}
 		checkSumDiffShape(t, s, c.model, c.shape)
+	}
+}
+
+// TestPythonExampleBLS: what bls's sync and async clients do — the BLS
+// model is told which model to call (MODEL_NAME) and answers with that
+// model's outputs — plus a call to a model that does not exist, whose
+// error reaches the client.
+func TestPythonExampleBLS(t *testing.T) {
+	testenv.NeedPython(t, "/usr/bin/python3", "torch", "numpy")
+	s := startExamples(t, []string{"sum_diff", "torch_sum_diff", "bls_sync", "bls_async"})
+	for _, model := range []string{"bls_sync", "bls_async"} {
+		for _, target := range []string{"sum_diff", "torch_sum_diff"} {
+			checkSumDiff(t, s, model, jsonTensor{Name: "MODEL_NAME", Datatype: "BYTES", Shape: []int64{1}, Data: []string{target}})
+		}
+	}
+	code, out := s.inferHTTP(t, "bls_sync", map[string]any{"inputs": []jsonTensor{
+		{Name: "A", Datatype: "FP32", Shape: []int64{4}, Data: []float32{1, 2, 3, 4}},
+		{Name: "B", Datatype: "FP32", Shape: []int64{4}, Data: []float32{1, 2, 3, 4}},
+		{Name: "MODEL_NAME", Datatype: "BYTES", Shape: []int64{1}, Data: []string{"no_such_model"}}}})
+	if code != http.StatusNotFound || !strings.Contains(out.Error, "no_such_model") {
+		t.Errorf("BLS to a missing model: %d %+v", code, out)
+	}
+}
+
+// streamInfer sends one request over ModelStreamInfer and collects the
+// responses until the final one (the empty final response is asked for,
+// so that zero responses can be told from none yet).
+func streamInfer(t *testing.T, s *exampleServer, model string, in int32) []*inference.ModelInferResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream, err := s.client().ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&inference.ModelInferRequest{ModelName: model, Id: "s",
+		Parameters:       map[string]*inference.InferParameter{"triton_enable_empty_final_response": {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: true}}},
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1, 1}}},
+		RawInputContents: [][]byte{binary.LittleEndian.AppendUint32(nil, uint32(in))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*inference.ModelInferResponse
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("%s stream: %v after %d responses", model, err, len(got))
+		}
+		if r.ErrorMessage != "" {
+			t.Fatalf("%s stream error: %s", model, r.ErrorMessage)
+		}
+		if p := r.InferResponse.Parameters["triton_final_response"]; p != nil && p.GetBoolParam() {
+			if len(r.InferResponse.Outputs) > 0 {
+				got = append(got, r.InferResponse)
+			}
+			return got
+		}
+		got = append(got, r.InferResponse)
+	}
+}
+
+// TestPythonExampleDecoupled: what decoupled's square client does — n
+// responses for n, from a thread of the model, 0 for 0 — over gRPC
+// streaming and HTTP generate_stream; and bls_decoupled's: a model that
+// iterates a decoupled model's responses through BLS.
+func TestPythonExampleDecoupled(t *testing.T) {
+	s := startExamples(t, []string{"square_stream", "bls_stream"})
+	for _, n := range []int32{3, 0, 1} {
+		got := streamInfer(t, s, "square_stream", n)
+		if len(got) != int(n) {
+			t.Fatalf("square_stream(%d): %d responses", n, len(got))
+		}
+		for _, r := range got {
+			if v := int32(binary.LittleEndian.Uint32(r.RawOutputContents[0])); v != n || r.Id != "s" {
+				t.Errorf("square_stream(%d): response %d id %q", n, v, r.Id)
+			}
+		}
+	}
+	resp, err := http.Post(s.http+"/v2/models/square_stream/generate_stream", "application/json", strings.NewReader(`{"IN": 4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Count(string(body), "data: ") != 4 || !strings.Contains(string(body), `"OUT":4`) {
+		t.Errorf("generate_stream: %d %s", resp.StatusCode, body)
+	}
+
+	code, out := s.inferHTTP(t, "bls_stream", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1}, Data: []int32{5}}}})
+	if code != 200 || out.output(t, "SUM")[0] != 25 || out.output(t, "COUNT")[0] != 5 {
+		t.Errorf("bls_stream over HTTP: %d %+v", code, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := s.client().ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "bls_stream",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1}}},
+		RawInputContents: [][]byte{binary.LittleEndian.AppendUint32(nil, 3)}})
+	if err != nil || binary.LittleEndian.Uint32(rawOutput(t, g, "SUM")) != 9 || binary.LittleEndian.Uint32(rawOutput(t, g, "COUNT")) != 3 {
+		t.Errorf("bls_stream over gRPC: %v %v", g, err)
+	}
+}
+
+// TestPythonExampleCustomMetrics: what custom_metrics's client checks —
+// the model's own metric families appear on /metrics with its labels and
+// the values it set — for a counter, a gauge and a histogram.
+func TestPythonExampleCustomMetrics(t *testing.T) {
+	s := startExamples(t, []string{"metrics_model"})
+	for i, x := range [][]float32{{1, 2, 3}, {4, 5}} {
+		code, out := s.inferHTTP(t, "metrics_model", map[string]any{"inputs": []jsonTensor{{Name: "X", Datatype: "FP32", Shape: []int64{int64(len(x))}, Data: x}}})
+		if want := []float64{3, 5}[i]; code != 200 || out.output(t, "TOTAL")[0] != want {
+			t.Fatalf("request %d: %d %+v, want TOTAL %g", i, code, out, want)
+		}
+	}
+	resp, err := http.Get(s.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"# HELP example_elements_total Elements received",
+		"# TYPE example_elements_total counter",
+		`example_elements_total{model="metrics_model",version="1"} 5`,
+		`example_last_sum{model="metrics_model",version="1"} 9`,
+		`example_request_elements_bucket{model="metrics_model",version="1",le="1"} 0`,
+		`example_request_elements_bucket{model="metrics_model",version="1",le="4"} 2`,
+		`example_request_elements_count{model="metrics_model",version="1"} 2`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
 	}
 }

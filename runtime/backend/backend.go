@@ -161,6 +161,10 @@ type Trace interface {
 type Response struct {
 	Outputs []Tensor
 	Err     error
+	// Parameters are the response's parameters (a python model's
+	// InferenceResponse(parameters=...)): values are string, int64, bool
+	// or float64. nil when it has none.
+	Parameters map[string]any
 }
 
 // Backend loads model instances. One Backend value serves every model that

@@ -9,19 +9,28 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// maxFrame bounds one control frame. Frames carry names, shapes and offsets,
-// never tensor bytes, so anything near this size is a protocol fault.
+// maxFrame bounds the JSON part of one control frame. It carries names,
+// shapes and offsets, never tensor bytes, so anything near this size is a
+// protocol fault.
 const maxFrame = 64 << 20
+
+// maxPayload bounds the binary part of one frame: the tensors of a BLS
+// request or response, or of one response of a decoupled model, which
+// travel through the pipe rather than the shared region (the region holds
+// the batch in flight). Execute's own inputs and outputs never use it.
+const maxPayload = 1 << 30
 
 // errTimeout reports that the stub did not answer within the allowed time.
 var errTimeout = errors.New("timed out")
 
-// channel carries control frames (4-byte little-endian length, then a JSON
-// object) over two pipes. Reads honour a deadline and a context without a
+// channel carries control frames over two pipes: a 4-byte little-endian
+// JSON length, a 4-byte payload length, the JSON object, then the payload
+// (usually empty). Reads honour a deadline and a context without a
 // helper goroutine: the pipes are registered with Go's poller, so a read
 // deadline interrupts a blocked read. Partial frames survive an interrupted
 // read, so a frame that arrives late can still be read and discarded.
@@ -31,7 +40,13 @@ type channel struct {
 
 	buf        []byte // unread bytes are buf[start:end]
 	start, end int
-	wbuf       []byte
+
+	wmu  sync.Mutex // one writer at a time: Execute, and replies to the stub's calls
+	wbuf []byte
+
+	// expect counts the replies the server waits for; reads poll (see
+	// poll) only while it is positive, so an idle stub costs no polling.
+	expect atomic.Int32
 
 	mu  sync.Mutex // guards gen against a late context callback
 	gen uint64
@@ -47,22 +62,48 @@ func newChannel(w, r *os.File) *channel {
 	return &channel{w: w, r: r, buf: make([]byte, 64<<10)}
 }
 
-// send writes one frame with a single write call. body must not already
-// include the length prefix.
-func (c *channel) send(body []byte) error {
+// send writes one frame without payload with a single write call. body
+// must not already include the length prefix.
+func (c *channel) send(body []byte) error { return c.sendPayload(body, nil) }
+
+// sendPayload writes one frame: body, then payload.
+func (c *channel) sendPayload(body, payload []byte) error {
+	if len(payload) > maxPayload {
+		return fmt.Errorf("a %d-byte frame payload is over the limit of %d bytes", len(payload), maxPayload)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf[:0], uint32(len(body)))
+	c.wbuf = binary.LittleEndian.AppendUint32(c.wbuf, uint32(len(payload)))
 	c.wbuf = append(c.wbuf, body...)
-	_, err := c.w.Write(c.wbuf)
-	return err
+	if len(payload) <= 64<<10 {
+		c.wbuf = append(c.wbuf, payload...)
+		payload = nil
+	}
+	if _, err := c.w.Write(c.wbuf); err != nil {
+		return err
+	}
+	if len(payload) > 0 {
+		_, err := c.w.Write(payload)
+		return err
+	}
+	return nil
 }
 
-// recv returns the next frame. The returned slice is valid until the next
-// recv. It fails with errTimeout when deadline (if not zero) passes, with
+// recv returns the next frame's JSON; its payload, if any, is dropped
+// (see recvPayload). The returned slice is valid until the next recv. It fails with errTimeout when deadline (if not zero) passes, with
 // ctx's error when ctx ends first, and with io.EOF when the stub closed its
 // end (it exited).
 func (c *channel) recv(ctx context.Context, deadline time.Time) ([]byte, error) {
+	frame, _, err := c.recvPayload(ctx, deadline)
+	return frame, err
+}
+
+// recvPayload is recv that also returns the frame's payload, a fresh slice
+// the caller owns (nil when empty).
+func (c *channel) recvPayload(ctx context.Context, deadline time.Time) ([]byte, []byte, error) {
 	if err := c.r.SetReadDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("setting read deadline: %w", err)
+		return nil, nil, fmt.Errorf("setting read deadline: %w", err)
 	}
 	c.mu.Lock()
 	c.gen++
@@ -75,18 +116,18 @@ func (c *channel) recv(ctx context.Context, deadline time.Time) ([]byte, error) 
 			_ = c.r.SetReadDeadline(time.Unix(1, 0)) // a pipe without deadlines is closed by the stub's death instead
 		}
 	})
-	frame, err := c.readFrame()
+	frame, payload, err := c.readFrame()
 	stop()
 	c.mu.Lock()
 	c.gen++ // disarm a callback that may still be running
 	c.mu.Unlock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, errTimeout
+		return nil, nil, errTimeout
 	}
-	return frame, err
+	return frame, payload, err
 }
 
 // setPoll makes reads poll for up to d before parking; 0 turns it off.
@@ -109,7 +150,7 @@ func (c *channel) setPoll(d time.Duration) error {
 // by the spin budget polls at all, so it spends CPU time nothing else
 // wants; past c.poll it parks as usual, with the read deadline in force.
 func (c *channel) read(p []byte) (int, error) {
-	if c.poll <= 0 || !c.budget.acquire() {
+	if c.poll <= 0 || c.expect.Load() <= 0 || !c.budget.acquire() {
 		return c.r.Read(p)
 	}
 	defer c.budget.release()
@@ -141,19 +182,41 @@ func (c *channel) read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *channel) readFrame() ([]byte, error) {
+func (c *channel) readFrame() ([]byte, []byte, error) {
 	for {
-		if avail := c.end - c.start; avail >= 4 {
+		if avail := c.end - c.start; avail >= 8 {
 			n := int(binary.LittleEndian.Uint32(c.buf[c.start:]))
+			pl := int(binary.LittleEndian.Uint32(c.buf[c.start+4:]))
 			if n > maxFrame {
-				return nil, fmt.Errorf("stub sent a %d-byte control frame (limit %d)", n, maxFrame)
+				return nil, nil, fmt.Errorf("stub sent a %d-byte control frame (limit %d)", n, maxFrame)
 			}
-			if avail >= 4+n {
-				frame := c.buf[c.start+4 : c.start+4+n]
-				c.start += 4 + n
-				return frame, nil
+			if pl > maxPayload {
+				return nil, nil, fmt.Errorf("stub sent a %d-byte frame payload (limit %d)", pl, maxPayload)
 			}
-			if need := 4 + n; need > len(c.buf) {
+			if avail >= 8+n {
+				frame := c.buf[c.start+8 : c.start+8+n]
+				if pl == 0 {
+					c.start += 8 + n
+					return frame, nil, nil
+				}
+				// The payload is read straight into a slice of its own;
+				// the frame stays valid in buf until the next read.
+				payload := make([]byte, pl)
+				got := copy(payload, c.buf[c.start+8+n:c.end])
+				c.start += 8 + n + got
+				for got < pl {
+					k, err := c.read(payload[got:])
+					got += k
+					if err != nil {
+						if errors.Is(err, io.EOF) {
+							return nil, nil, io.ErrUnexpectedEOF
+						}
+						return nil, nil, err
+					}
+				}
+				return frame, payload, nil
+			}
+			if need := 8 + n; need > len(c.buf) {
 				grown := make([]byte, need)
 				c.end = copy(grown, c.buf[c.start:c.end])
 				c.start, c.buf = 0, grown
@@ -167,9 +230,9 @@ func (c *channel) readFrame() ([]byte, error) {
 		c.end += n
 		if err != nil {
 			if errors.Is(err, io.EOF) && c.end-c.start > 0 {
-				return nil, io.ErrUnexpectedEOF
+				return nil, nil, io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }

@@ -56,6 +56,9 @@ type Instance struct {
 	// recovers) without waiting for a request. Both under mu.
 	retry   *time.Timer
 	backoff time.Duration
+	senders senderTable // decoupled requests the stub may still answer
+	server  func() Server
+	metrics *CustomMetrics
 }
 
 // Restart backoff after a failed restart: the first retry comes after
@@ -135,6 +138,7 @@ func (in *Instance) start(ctx context.Context) error {
 		proc.kill()
 		return err
 	}
+	proc.startReader(newCallHandler(in, proc).handle)
 	if err := proc.ch.send(body); err != nil {
 		return proc.failure("initializing", 0, err)
 	}
@@ -142,7 +146,7 @@ func (in *Instance) start(ctx context.Context) error {
 	if in.set.initializeTimeout > 0 {
 		deadline = time.Now().Add(in.set.initializeTimeout)
 	}
-	frame, err := proc.ch.recv(ctx, deadline)
+	frame, err := proc.await(ctx, deadline)
 	if err != nil {
 		return proc.failure("initializing the model", in.set.initializeTimeout, err)
 	}
@@ -270,9 +274,11 @@ type execReply struct {
 	Shm   int    `json:"shm"`
 	Err   string `json:"err"`
 	Resps []struct {
-		Err  string       `json:"err"`
-		Code *int         `json:"code"`
-		Out  []wireTensor `json:"out"`
+		Err    string         `json:"err"`
+		Code   *int           `json:"code"`
+		Out    []wireTensor   `json:"out"`
+		Params map[string]any `json:"params"`
+		None   bool           `json:"none"` // decoupled: execute returned no response for it
 	} `json:"resps"`
 }
 
@@ -374,6 +380,16 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 			msg = append(msg, `,"id":`...)
 			msg = appendJSONString(msg, r.ID)
 		}
+		if len(r.Parameters) > 0 {
+			if p, err := json.Marshal(r.Parameters); err == nil {
+				msg = append(msg, `,"p":`...)
+				msg = append(msg, p...)
+			}
+		}
+		if r.Sender != nil {
+			msg = append(msg, `,"rk":`...)
+			msg = strconv.AppendUint(msg, in.senders.add(r.Sender), 10)
+		}
 		msg = append(msg, '}')
 	}
 	msg = append(msg, "]}"...)
@@ -381,6 +397,7 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 
 	rep, err := in.roundTrip(ctx, msg)
 	if err != nil {
+		in.senders.dropBatch(reqs)
 		return nil, err
 	}
 	if err := in.shm.follow(rep.Shm); err != nil {
@@ -390,6 +407,11 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		// execute raised (or returned something unusable): the whole
 		// batch fails with the model's message.
 		e := backend.Errorf(backend.Internal, "%s", rep.Err)
+		if reqs[0].Sender != nil {
+			// The scheduler ends the requests still open with it.
+			in.senders.dropBatch(reqs)
+			return nil, e
+		}
 		for _, i := range sent {
 			resps[i] = &backend.Response{Err: e}
 		}
@@ -401,11 +423,17 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	}
 	for k, i := range sent {
 		rr := rep.Resps[k]
+		if rr.None {
+			continue // a decoupled model answers through the sender
+		}
 		if rr.Err != "" || rr.Code != nil {
 			resps[i] = &backend.Response{Err: &backend.Error{Code: tritonErrorCode(rr.Code), Msg: rr.Err}}
 			continue
 		}
-		resps[i] = in.collect(reqs[i], rr.Out)
+		resps[i] = in.collect(reqs[i], rr.Out, in.shm.buf)
+		if resps[i].Err == nil && len(rr.Params) > 0 {
+			resps[i].Parameters = rr.Params
+		}
 	}
 	return resps, nil
 }
@@ -414,6 +442,8 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 // hung or interrupted stub. Called with mu held.
 func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, error) {
 	proc := in.proc
+	proc.ch.expect.Add(1)
+	defer proc.ch.expect.Add(-1)
 	if err := proc.ch.send(msg); err != nil {
 		return nil, in.stubFailed(proc, "receiving a batch", err)
 	}
@@ -422,7 +452,7 @@ func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, erro
 		deadline = time.Now().Add(in.set.executeTimeout)
 	}
 	for {
-		frame, err := proc.ch.recv(ctx, deadline)
+		frame, err := proc.await(ctx, deadline)
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				// The caller gave up; the stub keeps working on the batch
@@ -460,7 +490,7 @@ func (in *Instance) stubFailed(proc *stubProc, what string, err error) error {
 
 // collect copies one response's outputs out of the shared region; the
 // region is reused by the next batch.
-func (in *Instance) collect(req *backend.Request, outs []wireTensor) *backend.Response {
+func (in *Instance) collect(req *backend.Request, outs []wireTensor, buf []byte) *backend.Response {
 	resp := &backend.Response{Outputs: make([]backend.Tensor, 0, len(outs))}
 	fail := func(format string, args ...any) *backend.Response {
 		return &backend.Response{Err: backend.Errorf(backend.Internal, "python model %q: "+format, append([]any{in.spec.Name}, args...)...)}
@@ -470,8 +500,8 @@ func (in *Instance) collect(req *backend.Request, outs []wireTensor) *backend.Re
 		if !dt.Valid() {
 			return fail("output %q has unknown data type %q", o.Name, o.Type)
 		}
-		if o.Off < 0 || o.Len < 0 || o.Off+o.Len > in.shm.size() {
-			return fail("output %q lies outside shared memory (%d+%d > %d)", o.Name, o.Off, o.Len, in.shm.size())
+		if o.Off < 0 || o.Len < 0 || o.Off+o.Len > len(buf) {
+			return fail("output %q lies outside its buffer (%d+%d > %d)", o.Name, o.Off, o.Len, len(buf))
 		}
 		t := backend.Tensor{Name: o.Name, DataType: dt, Shape: o.Shape}
 		if dt != backend.Bytes && int64(o.Len) != t.NumElements()*int64(dt.Size()) {
@@ -481,7 +511,7 @@ func (in *Instance) collect(req *backend.Request, outs []wireTensor) *backend.Re
 			return fail("output %q is %s but the model config declares %s", o.Name, dt, want)
 		}
 		t.Data = make([]byte, o.Len)
-		copy(t.Data, in.shm.buf[o.Off:o.Off+o.Len])
+		copy(t.Data, buf[o.Off:o.Off+o.Len])
 		resp.Outputs = append(resp.Outputs, t)
 	}
 	names := req.Outputs
@@ -622,7 +652,7 @@ func (in *Instance) Close() error {
 	}
 	deadline := time.Now().Add(in.set.stubTimeout)
 	for {
-		frame, err := proc.ch.recv(context.Background(), deadline)
+		frame, err := proc.await(context.Background(), deadline)
 		if err != nil {
 			return fmt.Errorf("python model %q instance %d: finalize: %w", in.spec.Name, in.idx, proc.failure("finalizing", in.set.stubTimeout, err))
 		}

@@ -555,3 +555,61 @@ func TestFailedRestartMakesInstanceUnhealthy(t *testing.T) {
 		})
 	}
 }
+
+// TestForkedProcessesEndWithStub: a process model.py started is killed
+// when its stub ends, after finalize as after a crash.
+func TestForkedProcessesEndWithStub(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 0)
+	writeFile(t, spec.VersionDir+"/model.py", `import os, subprocess
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        child = subprocess.Popen(["sleep", "1000"])
+        with open("child.pid", "a") as f:
+            f.write("%d\n" % child.pid)
+    def execute(self, requests):
+        os._exit(9)
+`)
+	alive := func(pid int) bool {
+		// A zombie is gone for our purpose: /proc/PID/stat says Z.
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && !strings.Contains(string(data), ") Z ")
+	}
+	pids := func() []int {
+		data, _ := os.ReadFile(spec.VersionDir + "/child.pid")
+		var out []int
+		for _, l := range strings.Fields(string(data)) {
+			n, _ := strconv.Atoi(l)
+			out = append(out, n)
+		}
+		return out
+	}
+	inst := load(t, b, spec, 0)
+	first := pids()
+	if len(first) != 1 || !alive(first[0]) {
+		t.Fatalf("child not started: %v", first)
+	}
+	// A crash in execute: the stub dies, its child with it.
+	if _, err := inst.Execute(context.Background(), []*backend.Request{probeRequest(1)}); err == nil {
+		t.Fatal("execute of a crashing model succeeded")
+	}
+	waitUntil(t, func() bool { return !alive(first[0]) }, "the crashed stub's child to end")
+	// The restarted stub started another child; a clean unload ends it too.
+	waitUntil(t, func() bool { return len(pids()) == 2 }, "the restart")
+	if err := inst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := pids()[1]
+	waitUntil(t, func() bool { return !alive(second) }, "the unloaded stub's child to end")
+}
+
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package python
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,67 @@ type stubProc struct {
 
 	exited  chan struct{} // closed once the process has been reaped
 	waitErr error         // valid after exited is closed
+
+	// Once the reader runs (startReader), every frame from the stub goes
+	// through it: replies to the server's frames to replies, the stub's
+	// own calls (BLS, decoupled responses, metrics, model control) to the
+	// handler. readDone closes when the stub's end of the pipe is gone;
+	// readErr says why.
+	replies  chan []byte
+	readDone chan struct{}
+	readErr  error
+}
+
+// opPrefix starts every frame the stub sends on its own initiative (a
+// call), as opposed to a reply: the stub writes "op" first.
+var opPrefix = []byte(`{"op":"`)
+
+// startReader starts the goroutine that reads the stub's frames. handle
+// runs on it for each call and must not block; it owns payload and must
+// copy frame if it keeps it.
+func (p *stubProc) startReader(handle func(frame, payload []byte)) {
+	go func() {
+		defer close(p.readDone)
+		for {
+			frame, payload, err := p.ch.recvPayload(context.Background(), time.Time{})
+			if err != nil {
+				p.readErr = err
+				return
+			}
+			if bytes.HasPrefix(frame, opPrefix) && !bytes.HasPrefix(frame, []byte(`{"op":"hello"`)) {
+				handle(frame, payload)
+				continue
+			}
+			p.replies <- bytes.Clone(frame)
+		}
+	}()
+}
+
+// await returns the next reply the reader received, or errTimeout when
+// deadline (if not zero) passes, ctx's error when it ends first, or the
+// reader's error once the stub is gone.
+func (p *stubProc) await(ctx context.Context, deadline time.Time) ([]byte, error) {
+	var timer <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case f := <-p.replies:
+		return f, nil
+	case <-p.readDone:
+		select {
+		case f := <-p.replies:
+			return f, nil
+		default:
+		}
+		return nil, p.readErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer:
+		return nil, errTimeout
+	}
 }
 
 // helloMsg is the stub's first frame.
@@ -88,9 +150,16 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 		stdout: l.stdout,
 		stderr: l.stderr,
 		exited: make(chan struct{}),
+
+		replies:  make(chan []byte, 16),
+		readDone: make(chan struct{}),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		// Whatever model.py started in the stub's process group (a
+		// subprocess, a multiprocessing worker) ends with the stub, however
+		// the stub ended: finalize, a crash or a kill.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		p.stdout.flush()
 		p.stderr.flush()
 		close(p.exited)

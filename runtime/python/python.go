@@ -16,6 +16,16 @@
 // conda-pack) that is extracted once per content digest into a cache. The
 // interpreter is <env>/bin/python3; it must be Python >= 3.8 with numpy.
 //
+// Besides answering batches, a stub calls the server on the model's
+// behalf (calls.go): BLS requests on other models (InferenceRequest.exec,
+// async_exec, exec(decoupled=True)) through the Server that
+// cmd/tritonserver sets, the responses of decoupled models
+// (InferenceResponseSender, any number per request, also after execute
+// returned), the model loading API and custom metrics (metrics.go). Those
+// tensors travel in the frame's payload through the pipe; one goroutine
+// per stub reads its frames and serves each call on a goroutine of its
+// own, and the stub waits for each call's answer.
+//
 // Faults are contained per instance: a stub that dies or hangs during
 // execute fails that batch, is killed if needed and is restarted in the
 // background; the model stays loaded. An exception raised by model.py's
@@ -52,7 +62,8 @@ const (
 	// auto_complete_config). 0 means no limit beyond the load's context.
 	KeyInitializeTimeout = "initialize-timeout-secs"
 	// KeyExecuteTimeout bounds, in seconds, one execute call; a stub past
-	// it is killed and restarted. 0 means no limit.
+	// it is killed and restarted. 0, the default, means no limit (Triton
+	// has none).
 	KeyExecuteTimeout = "execute-timeout-secs"
 	// KeyShmDefaultSize is the initial shared memory size per instance in
 	// bytes (it grows on demand).
@@ -77,7 +88,7 @@ const (
 	DefaultInterpreter       = "/usr/bin/python3"
 	DefaultStubTimeout       = 30 * time.Second
 	DefaultInitializeTimeout = 10 * time.Minute
-	DefaultExecuteTimeout    = 60 * time.Second
+	DefaultExecuteTimeout    = time.Duration(0) // none, as in Triton; KeyExecuteTimeout opts in
 	DefaultShmSize           = 1 << 20
 	DefaultPoll              = 100 * time.Microsecond
 )
@@ -120,9 +131,12 @@ type Backend struct {
 
 	spin *spinBudget // who may poll, across every instance of this backend
 
+	metrics *CustomMetrics // pb_utils.MetricFamily's, exported by Collector
+
 	mu      sync.Mutex
 	scripts map[string]string // stub dir -> script path, once written
 	probes  map[probeKey]interpreterInfo
+	server  Server
 }
 
 type probeKey struct {
@@ -149,6 +163,7 @@ func New(opts Options) *Backend {
 		spin:    defaultSpinBudget(),
 		scripts: map[string]string{},
 		probes:  map[probeKey]interpreterInfo{},
+		metrics: newCustomMetrics(),
 	}
 	b.envs = envResolver{
 		cacheDir: filepath.Join(opts.CacheDir, "python-envs"),
@@ -191,7 +206,9 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		s.stubTimeout = DefaultStubTimeout
 	}
 	s.initializeTimeout = defaultLimit(s.initializeTimeout, DefaultInitializeTimeout)
-	s.executeTimeout = defaultLimit(s.executeTimeout, DefaultExecuteTimeout)
+	if s.executeTimeout < 0 {
+		s.executeTimeout = 0
+	}
 	if s.shmSize <= 0 {
 		s.shmSize = DefaultShmSize
 	}
@@ -328,6 +345,8 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		log:       b.opts.Logger.With("model", spec.Name, "version", spec.Version, "instance", idx),
 		verbose:   b.opts.Verbose,
 		spin:      b.spin,
+		server:    b.currentServer,
+		metrics:   b.metrics,
 	}
 	inst.unloading, inst.unload = context.WithCancel(context.Background())
 	inst.outputNames = make([]string, len(spec.Outputs))

@@ -314,15 +314,48 @@ class Tensor:
         return "Tensor(%r, %s, shape=%s)" % (self._name, self._wire, list(self._array.shape))
 
 
-class InferenceRequest:
-    """One request as handed to execute().
+def _params_dict(parameters):
+    """Request or response parameters as a dict (they may be given as a JSON
+    string, as Triton's parameters() returns them)."""
+    if not parameters:
+        return {}
+    if isinstance(parameters, (str, bytes)):
+        parameters = json.loads(parameters)
+    if not isinstance(parameters, dict):
+        raise TritonModelException("parameters must be a dict (or its JSON string), got %s"
+                                   % type(parameters).__name__)
+    for key, value in parameters.items():
+        if not isinstance(key, str) or not isinstance(value, (bool, int, float, str)):
+            raise TritonModelException("parameter %r: keys must be str and values bool, int, float or str" % (key,))
+    return parameters
 
-    Building requests for model-to-model calls (BLS) is accepted for
-    compatibility, but exec() is not supported by this server.
-    """
+
+class PreferredMemory:
+    """Where BLS outputs should be placed; this server has CPU memory only."""
+
+    def __init__(self, preferred_memory_type=0, preferred_device_id=0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+class InferenceTrace:
+    """The trace of a request (request.trace()), handed on to BLS requests."""
+
+    def __init__(self, trace_id=0, context=None):
+        self._trace_id = trace_id
+        self._context = context
+
+    def get_context(self):
+        return self._context
+
+
+class InferenceRequest:
+    """One request as handed to execute(), or one built by the model for
+    another model of the server (BLS: exec, async_exec)."""
 
     def __init__(self, model_name="", inputs=None, requested_output_names=None, request_id="",
-                 correlation_id=0, flags=0, parameters=None, timeout=0, model_version=-1, **_ignored):
+                 correlation_id=0, flags=0, timeout=0, model_version=-1, preferred_memory=None,
+                 trace=None, parameters=None, **_ignored):
         self._model_name = model_name
         self._inputs = list(inputs or [])
         self._requested = list(requested_output_names or [])
@@ -332,6 +365,13 @@ class InferenceRequest:
         self._parameters = parameters
         self._timeout = timeout
         self._model_version = model_version
+        self._trace = trace or InferenceTrace()
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        self._rk = None  # set by the stub on requests of a decoupled model
+        self._sender = None
+        self._cancelled = False
+        if parameters is not None:
+            _params_dict(parameters)  # refuse bad parameters where they are given
 
     def inputs(self):
         return self._inputs
@@ -354,26 +394,90 @@ class InferenceRequest:
             return self._parameters
         return json.dumps(self._parameters or {})
 
+    def _parameters_dict(self):
+        return _params_dict(self._parameters)
+
     def timeout(self):
         return self._timeout
 
     def model_name(self):
         return self._model_name
 
+    def model_version(self):
+        return self._model_version
+
+    def trace(self):
+        return self._trace
+
     def is_cancelled(self):
-        return False
+        if self._sender is not None:
+            return self._sender.is_cancelled()
+        return self._cancelled
+
+    def set_release_flags(self, flags):
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise TritonModelException(
+                "request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) needs the sequence batcher's "
+                "iterative_sequence, which this server does not support")
+        self._release_flags = flags
 
     def get_response_sender(self):
-        _server("InferenceRequest.get_response_sender")
-        raise TritonModelException("decoupled models (response senders) are not supported by this server")
+        link = _server("InferenceRequest.get_response_sender")
+        if self._rk is None:
+            raise TritonModelException(
+                "get_response_sender is only available to models with the decoupled transaction policy "
+                "(model_transaction_policy { decoupled: true })")
+        if self._sender is None:
+            self._sender = InferenceResponseSender(link, self._rk)
+        return self._sender
 
-    def exec(self, *args, **kwargs):
-        _server("InferenceRequest.exec")
-        raise TritonModelException("BLS requests (InferenceRequest.exec) are not supported by this server")
+    def exec(self, decoupled=False):
+        """Runs this request on model_name and waits: an InferenceResponse,
+        or with decoupled=True an iterator over the model's responses."""
+        link = _server("InferenceRequest.exec")
+        if not self._model_name:
+            raise TritonModelException("InferenceRequest.exec: the request names no model_name")
+        return link.bls(self, decoupled)
 
-    def async_exec(self, *args, **kwargs):
+    def async_exec(self, decoupled=False):
+        """exec as an awaitable, for async def execute."""
+        import asyncio
         _server("InferenceRequest.async_exec")
-        raise TritonModelException("BLS requests (InferenceRequest.async_exec) are not supported by this server")
+        loop = asyncio.get_running_loop()
+        if not decoupled:
+            return loop.run_in_executor(None, self.exec, False)
+        return loop.run_in_executor(None, lambda: list(self.exec(True)))
+
+
+class InferenceResponseSender:
+    """Sends the responses of one request of a decoupled model."""
+
+    def __init__(self, link, rk):
+        self._link = link
+        self._rk = rk
+        self._closed = False
+        self._cancelled = False
+
+    def send(self, response=None, flags=0):
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if response is None and not final:
+            raise TritonModelException("Inference response must not be None unless the flags are "
+                                       "TRITONSERVER_RESPONSE_COMPLETE_FINAL")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException("send expects an InferenceResponse, got %s" % type(response).__name__)
+        if final:
+            self._closed = True
+        self._cancelled = self._link.send_response(self._rk, response, final) or self._cancelled
+
+    def close(self):
+        """Older releases' way to end a request: a final, empty send."""
+        if not self._closed:
+            self.send(flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def is_cancelled(self):
+        return self._cancelled
 
 
 class InferenceResponse:
@@ -385,6 +489,8 @@ class InferenceResponse:
         self._outputs = list(output_tensors or [])
         self._error = error
         self._parameters = parameters
+        if parameters is not None:
+            _params_dict(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -394,6 +500,97 @@ class InferenceResponse:
 
     def error(self):
         return self._error
+
+    def parameters(self):
+        if isinstance(self._parameters, str):
+            return self._parameters
+        return json.dumps(self._parameters or {})
+
+    def _parameters_dict(self):
+        return _params_dict(self._parameters)
+
+
+def load_model(model_name, config="", files=None):
+    """Loads (or reloads) a model of the repository; explicit model control
+    mode only, as in Triton."""
+    if files:
+        raise TritonModelException("load_model: override files are not supported by this server")
+    if not isinstance(config, str):
+        config = json.dumps(config)
+    _server("load_model").call("load_model", name=model_name, config=config)
+
+
+def unload_model(model_name, unload_dependents=False):
+    """Unloads a model; explicit model control mode only."""
+    _server("unload_model").call("unload_model", name=model_name)
+
+
+def is_model_ready(model_name, model_version=""):
+    """Whether the model (the given version, or any) is ready."""
+    return bool(_server("is_model_ready").call("is_model_ready", name=model_name, version=str(model_version)))
+
+
+class Metric:
+    """One labelled metric of a MetricFamily (custom metrics)."""
+
+    def __init__(self, family, labels=None, buckets=None):
+        self._family = family
+        labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        args = {"family": family._name, "labels": labels}
+        if buckets is not None:
+            args["buckets"] = [float(b) for b in buckets]
+        self._link = _server("MetricFamily.Metric")
+        self._id = self._link.call("metric", **args)
+
+    def increment(self, value):
+        self._link.call("metric_increment", id=self._id, value=float(value))
+
+    def set(self, value):
+        self._link.call("metric_set", id=self._id, value=float(value))
+
+    def observe(self, value):
+        self._link.call("metric_observe", id=self._id, value=float(value))
+
+    def value(self):
+        return float(self._link.call("metric_value", id=self._id))
+
+    def __del__(self):
+        # Garbage collection may run this anywhere, even inside the
+        # channel's own locks: the link sends it with its next call.
+        release = getattr(self._link, "release", None)
+        if release is not None and getattr(self, "_id", None) is not None:
+            release("metric_del", id=self._id)
+
+
+class MetricFamily:
+    """A custom metric family exported on the server's /metrics."""
+
+    COUNTER = "COUNTER"
+    GAUGE = "GAUGE"
+    HISTOGRAM = "HISTOGRAM"
+
+    def __init__(self, name, description, kind):
+        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE, MetricFamily.HISTOGRAM):
+            raise TritonModelException("MetricFamily kind must be pb_utils.MetricFamily.COUNTER, GAUGE or "
+                                       "HISTOGRAM, got %r" % (kind,))
+        self._name = str(name)
+        self._kind = kind
+        self._link = _server("MetricFamily")
+        self._link.call("metric_family", name=self._name, description=str(description), kind=kind)
+
+    def Metric(self, labels=None, buckets=None):
+        return Metric(self, labels, buckets)
+
+    def __del__(self):
+        release = getattr(self._link, "release", None)
+        if release is not None:
+            release("metric_family_del", name=self._name)
+
+
+# Triton's module-level names of the kinds.
+COUNTER = MetricFamily.COUNTER
+GAUGE = MetricFamily.GAUGE
+HISTOGRAM = MetricFamily.HISTOGRAM
 
 
 def get_input_tensor_by_name(inference_request, name):

@@ -17,12 +17,14 @@ if sys.version_info < (3, 8):
     sys.stderr.write("tritonbuild python stub needs Python >= 3.8, this is %s\n" % sys.version.split()[0])
     sys.exit(3)
 
+import asyncio
 import importlib.util
 import json
 import mmap
 import os
 import select
 import struct
+import threading
 import time
 import traceback
 
@@ -31,7 +33,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 _ALIGN = 64
-_HEADER = struct.Struct("<I")
+_HEADER = struct.Struct("<II")  # JSON length, payload length
 
 
 def _align(n):
@@ -50,6 +52,7 @@ class Channel:
         self._buf = b""
         self._poll = 0.0
         self._polling = False
+        self._wlock = threading.Lock()
 
     def set_poll(self, micros):
         """Poll for up to micros before sleeping in a read.
@@ -94,26 +97,115 @@ class Channel:
                 continue
 
     def recv(self):
+        """Returns (message, payload) or (None, b"") at end of file."""
         buf = self._buf
         while True:
-            need = 4
-            if len(buf) >= 4:
-                need += _HEADER.unpack_from(buf)[0]
+            if len(buf) >= 8:
+                n, pl = _HEADER.unpack_from(buf)
+                need = 8 + n + pl
                 if len(buf) >= need:
                     self._buf = buf[need:]
-                    return json.loads(buf[4:need])
+                    return json.loads(buf[8:8 + n]), buf[8 + n:need]
+            else:
+                need = 8
             chunk = self._read(max(65536, need - len(buf)))
             if not chunk:
-                return None
+                return None, b""
             buf = buf + chunk if buf else chunk
 
-    def send(self, obj):
+    def send(self, obj, payload=b""):
         body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-        data = _HEADER.pack(len(body)) + body
+        data = _HEADER.pack(len(body), len(payload)) + body
+        with self._wlock:
+            self._write(data)
+            if payload:
+                self._write(payload)
+
+    def _write(self, data):
         view = memoryview(data)
         while view:
             written = os.write(self._w, view)
             view = view[written:]
+
+
+class Mux:
+    """Lets several threads wait for frames on one channel.
+
+    The main thread waits for the server's next batch; threads of the model
+    wait for the answers to their calls (BLS, a decoupled response's
+    acknowledgement, a metric). Whoever waits and finds no reader becomes
+    the reader: it reads frames, keeps its own and files the others in the
+    mailboxes of their recipients. The usual case, the main thread alone,
+    costs one uncontended lock more than reading directly.
+    """
+
+    def __init__(self, channel):
+        self.ch = channel
+        self._cond = threading.Condition()
+        self._reading = False
+        self._mail = {}
+        self._closed = False
+        self._next = 0
+        self.on_cancel = None
+
+    def new_id(self):
+        with self._cond:
+            self._next += 1
+            key = self._next
+            self._mail[key] = []
+            return key
+
+    def forget(self, key):
+        with self._cond:
+            self._mail.pop(key, None)
+
+    def wait(self, key):
+        """Returns the next (message, payload) for key ("main" or a call
+        id); (None, b"") once the server is gone."""
+        cond = self._cond
+        with cond:
+            while True:
+                box = self._mail.get(key)
+                if box:
+                    return box.pop(0)
+                if self._closed:
+                    return None, b""
+                if not self._reading:
+                    self._reading = True
+                    break
+                cond.wait()
+        try:
+            while True:
+                msg, payload = self.ch.recv()
+                if msg is None:
+                    with cond:
+                        self._closed = True
+                        cond.notify_all()
+                    return None, b""
+                target = self._route(msg)
+                if target is None:
+                    continue
+                if target == key:
+                    return msg, payload
+                with cond:
+                    box = self._mail.get(target)
+                    if box is not None:  # no one waits for a forgotten call
+                        box.append((msg, payload))
+                    cond.notify_all()
+        finally:
+            with cond:
+                self._reading = False
+                cond.notify_all()
+
+    def _route(self, msg):
+        op = msg.get("op")
+        if op in ("ack", "blsr", "ret"):
+            return msg.get("id")
+        if op == "cancel":
+            if self.on_cancel is not None:
+                self.on_cancel(msg)
+            return None
+        return "main"
 
 
 class Shm:
@@ -146,15 +238,163 @@ def _describe(exc):
     return "%s: %s" % (type(exc).__name__, exc)
 
 
+def _pack(tensors):
+    """Lays tensors out for a frame payload: (wire specs, payload bytes)."""
+    specs, parts, offset = [], [], 0
+    for tensor in tensors:
+        if not isinstance(tensor, pb_utils.Tensor):
+            raise pb_utils.TritonModelException("expected pb_utils.Tensor, got %s" % type(tensor).__name__)
+        arr = tensor.as_numpy()
+        if tensor._wire == "BYTES":
+            encoded = pb_utils.serialize_byte_tensor(arr)
+            data = encoded.item() if isinstance(encoded, np.ndarray) else b""
+        else:
+            data = np.ascontiguousarray(arr).tobytes()
+        specs.append({"n": tensor.name(), "t": tensor._wire, "s": list(arr.shape), "o": offset, "b": len(data)})
+        parts.append(data)
+        offset += len(data)
+    return specs, b"".join(parts)
+
+
+def _unpack(specs, payload):
+    """Tensors from a frame payload (copies the caller owns)."""
+    buf = bytearray(payload)
+    out = []
+    for spec in specs:
+        name, wire, shape, off, nbytes = spec["n"], spec["t"], spec["s"], spec["o"], spec["b"]
+        if wire == "BYTES":
+            arr = pb_utils.deserialize_bytes_tensor(bytes(buf[off:off + nbytes])).reshape(shape)
+        else:
+            dtype = pb_utils._WIRE_TO_NUMPY.get(wire)
+            if dtype is None:
+                raise pb_utils.TritonModelException("tensor %r has data type %s, which numpy cannot hold" % (name, wire))
+            arr = np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize, offset=off).reshape(shape)
+        out.append(pb_utils.Tensor(name, arr, wire))
+    return out
+
+
+def _response_body(response):
+    """The JSON part of a response frame (error or parameters) and its tensors."""
+    body = {}
+    error = response.error()
+    if error is not None:
+        body["err"] = error.message()
+        body["code"] = error.code()
+        return body, []
+    params = response._parameters_dict()
+    if params:
+        body["params"] = params
+    return body, response.output_tensors()
+
+
+def _response_from(msg, payload):
+    if msg is None:
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+            "the server went away", pb_utils.TritonError.UNAVAILABLE))
+    if msg.get("err") is not None or msg.get("code") is not None:
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+            msg.get("err", ""), msg.get("code", pb_utils.TritonError.INTERNAL)))
+    return pb_utils.InferenceResponse(output_tensors=_unpack(msg.get("out") or [], payload),
+                                      parameters=msg.get("params"))
+
+
 class Stub:
     def __init__(self, channel, shm):
         self.ch = channel
+        self.mux = Mux(channel)
         self.shm = shm
         self.model = None
+        self.loop = None
+        self._released = []
+
+    # The server link of pb_utils (pb_utils._server): calls that only the
+    # server can answer. Each waits for its answer; any thread may call.
+
+    def release(self, fn, **args):
+        """Queues a call that needs no answer (a metric the model dropped)."""
+        self._released.append((fn, args))
+
+    def _flush_released(self):
+        while self._released:
+            fn, args = self._released.pop()
+            self.ch.send({"op": "call", "id": 0, "fn": fn, "args": args})
+
+    def _ask(self, body, payload=b""):
+        self._flush_released()
+        key = self.mux.new_id()
+        body["id"] = key
+        try:
+            self.ch.send(body, payload)
+            return self.mux.wait(key)
+        finally:
+            self.mux.forget(key)
+
+    def call(self, fn, **args):
+        msg, _ = self._ask({"op": "call", "fn": fn, "args": args})
+        if msg is None:
+            raise pb_utils.TritonModelException("%s: the server went away" % fn)
+        if msg.get("err"):
+            raise pb_utils.TritonModelException(msg["err"])
+        return msg.get("value")
+
+    def send_response(self, rk, response, final):
+        """Sends one response of a decoupled request; returns whether the
+        request was cancelled."""
+        body = {"op": "resp", "rk": rk, "final": bool(final)}
+        tensors = []
+        if response is None:
+            body["empty"] = True
+        else:
+            extra, tensors = _response_body(response)
+            body.update(extra)
+        specs, payload = _pack(tensors)
+        body["out"] = specs
+        msg, _ = self._ask(body, payload)
+        if msg is None:
+            raise pb_utils.TritonModelException("Unable to send response: the server went away")
+        if msg.get("err"):
+            raise pb_utils.TritonModelException(msg["err"])
+        return bool(msg.get("cancelled"))
+
+    def bls(self, request, decoupled):
+        specs, payload = _pack(request.inputs())
+        def text(v):
+            # Names often come straight out of a BYTES tensor.
+            return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else str(v)
+        body = {"op": "bls", "model": text(request.model_name()), "version": int(request._model_version),
+                "in": specs, "outputs": [text(n) for n in request.requested_output_names()],
+                "req_id": text(request.request_id()),
+                "timeout": int(request.timeout() or 0), "decoupled": bool(decoupled)}
+        params = request._parameters_dict()
+        if params:
+            body["params"] = params
+        if not decoupled:
+            msg, payload = self._ask(body, payload)
+            return _response_from(msg, payload)
+        return self._bls_stream(body, payload)
+
+    def _bls_stream(self, body, payload):
+        key = self.mux.new_id()
+        body["id"] = key
+        try:
+            self.ch.send(body, payload)
+            while True:
+                msg, data = self.mux.wait(key)
+                if msg is None or msg.get("final") and msg.get("empty"):
+                    if msg is None:
+                        yield _response_from(None, b"")
+                    else:
+                        yield pb_utils.InferenceResponse()
+                    return
+                yield _response_from(msg, data)
+                if msg.get("final"):
+                    return
+        finally:
+            self.mux.forget(key)
 
     def run(self):
         while True:
-            msg = self.ch.recv()
+            msg, _ = self.mux.wait("main")
             if msg is None:
                 return 0
             op = msg.get("op")
@@ -243,7 +483,7 @@ class Stub:
                 return {"err": "finalize raised %s" % _describe(exc)}
         return {"ok": True}
 
-    def _inputs(self, specs):
+    def _inputs(self, specs, copy=False):
         base = self.shm.base
         tensors = []
         for name, wire, shape, off, nbytes in specs:
@@ -251,8 +491,18 @@ class Stub:
                 arr = pb_utils.deserialize_bytes_tensor(base[off:off + nbytes]).reshape(shape)
             else:
                 arr = base[off:off + nbytes].view(pb_utils._WIRE_TO_NUMPY[wire]).reshape(shape)
+                if copy:
+                    # A decoupled model may read its inputs after execute
+                    # returned, when the region holds the next batch.
+                    arr = arr.copy()
             tensors.append(pb_utils.Tensor(name, arr, wire))
         return tensors
+
+    def _run_coroutine(self, coro):
+        """Runs an async def execute to completion on the instance's loop."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        return self.loop.run_until_complete(coro)
 
     def execute(self, msg):
         seq = msg["seq"]
@@ -272,14 +522,28 @@ class Stub:
     def _execute(self, seq, msg):
         self.shm.ensure(msg["shm"])
         requests = []
+        decoupled = False
         for r in msg["reqs"]:
-            requests.append(pb_utils.InferenceRequest(
-                inputs=self._inputs(r["in"]), requested_output_names=r["out"], request_id=r.get("id", "")))
+            rk = r.get("rk")
+            decoupled = decoupled or rk is not None
+            request = pb_utils.InferenceRequest(
+                inputs=self._inputs(r["in"], copy=rk is not None), requested_output_names=r["out"],
+                request_id=r.get("id", ""), parameters=r.get("p"))
+            request._rk = rk
+            requests.append(request)
         try:
             responses = self.model.execute(requests)
+            if asyncio.iscoroutine(responses):
+                responses = self._run_coroutine(responses)
         except Exception as exc:
             traceback.print_exc()
             return {"seq": seq, "err": _describe(exc)}
+        if decoupled:
+            if responses is not None and not (isinstance(responses, (list, tuple)) and
+                                              all(r is None for r in responses)):
+                return {"seq": seq, "err": "execute of a decoupled model must return None and send its "
+                        "responses with request.get_response_sender(); it returned %s" % type(responses).__name__}
+            return {"seq": seq, "resps": [{"none": True} for _ in requests]}
         if not isinstance(responses, (list, tuple)):
             return {"seq": seq, "err": "execute returned %s; expected a list of InferenceResponse"
                     % type(responses).__name__}
@@ -302,7 +566,11 @@ class Stub:
                 traceback.print_exc()
                 out.append({"err": "writing outputs: %s" % _describe(exc)})
                 continue
-            out.append({"out": specs})
+            item = {"out": specs}
+            params = response._parameters_dict()
+            if params:
+                item["params"] = params
+            out.append(item)
         return {"seq": seq, "resps": out}
 
     def _write_outputs(self, response, requested, offset):
