@@ -98,6 +98,23 @@ type Options struct {
 	// Name is used for the archive in error messages when extracting from
 	// a reader (Extract uses the path). Empty means "<stream>".
 	Name string
+	// MaxBytes, when positive, bounds the bytes the archive's files hold
+	// in all, counted from the entries' declared sizes (a sparse file at
+	// its full size, since extraction writes it out), so that a small
+	// archive cannot fill the disk: the entry that crosses it fails the
+	// extraction with a *TooLargeError before anything of it is written.
+	MaxBytes int64
+}
+
+// TooLargeError is an archive whose files hold more than Options.MaxBytes.
+type TooLargeError struct {
+	Archive string
+	Entry   string // the entry that crossed the limit
+	Limit   int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("archive %s: its files hold more than the limit of %d bytes (at entry %s)", e.Archive, e.Limit, e.Entry)
 }
 
 // Decompressor decodes the compressed content of an archive into the tar

@@ -638,3 +638,43 @@ func TestXZNeedsADecoder(t *testing.T) {
 		noLeftovers(t, dest)
 	}
 }
+
+// TestMaxBytes: an archive whose files hold more than MaxBytes is refused
+// at the entry that crosses it, a sparse file counting at its full size,
+// and nothing is left behind.
+func TestMaxBytes(t *testing.T) {
+	dir := t.TempDir()
+	arc := filepath.Join(dir, "big.tar")
+	f, err := os.Create(arc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(f)
+	for _, e := range []struct {
+		name string
+		size int64
+	}{{"small", 10}, {"zeros", 4 << 20}} {
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: e.size, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(make([]byte, e.size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dest := filepath.Join(dir, "out")
+	err = archive.Extract(context.Background(), arc, dest, archive.Options{MaxBytes: 1 << 20})
+	var tl *archive.TooLargeError
+	if !errors.As(err, &tl) || tl.Entry != "zeros" || !strings.Contains(err.Error(), "more than the limit of 1048576 bytes") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("destination left behind: %v", err)
+	}
+	if err := archive.Extract(context.Background(), arc, dest, archive.Options{MaxBytes: 8 << 20}); err != nil {
+		t.Errorf("under the limit: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 func extractTar(ctx context.Context, r io.Reader, root string, opts Options) error {
 	t := newTree(root, opts)
 	tr := tar.NewReader(r)
+	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -29,6 +30,9 @@ func extractTar(ctx context.Context, r io.Reader, root string, opts Options) err
 		case tar.TypeReg, 0, tar.TypeGNUSparse:
 			// archive/tar presents sparse files expanded; 0 is the
 			// pre-POSIX regular file type.
+			if total += max(hdr.Size, 0); opts.MaxBytes > 0 && total > opts.MaxBytes {
+				return &TooLargeError{Archive: opts.Name, Entry: hdr.Name, Limit: opts.MaxBytes}
+			}
 			err = t.file(hdr.Name, mode, hdr.ModTime, tr)
 		case tar.TypeDir:
 			err = t.dir(hdr.Name, mode)

@@ -20,7 +20,7 @@ func extractZip(ctx context.Context, r io.ReaderAt, size int64, root string, opt
 		return fmt.Errorf("archive %s: reading zip: %w", opts.Name, err)
 	}
 	t := newTree(root, opts)
-	var last int64
+	var last, total int64
 	for _, f := range zr.File {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -38,6 +38,11 @@ func extractZip(ctx context.Context, r io.ReaderAt, size int64, root string, opt
 		case mode.Type()&(fs.ModeSocket|fs.ModeIrregular) != 0:
 			err = t.unsafe(f.Name, "special file")
 		default:
+			// archive/zip fails a file whose data runs past its declared
+			// size, so the declared sizes bound what is written.
+			if total += int64(min(f.UncompressedSize64, 1<<62)); opts.MaxBytes > 0 && total > opts.MaxBytes {
+				return &TooLargeError{Archive: opts.Name, Entry: f.Name, Limit: opts.MaxBytes}
+			}
 			err = zipFile(t, f, mode.Perm())
 		}
 		if err != nil {

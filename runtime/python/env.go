@@ -87,6 +87,7 @@ func (e *execEnv) environ() []string {
 type envResolver struct {
 	cacheDir string
 	roots    []string // besides the model directory, where envs may be (KeyEnvRoots)
+	maxBytes int64    // bound on an extracted env's files (KeyEnvMaxBytes)
 	digests  *digestCache
 	log      *slog.Logger
 }
@@ -200,7 +201,7 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	// Absolute symlinks are let through the extractor only to be checked
 	// below against the venv's own record of its base interpreter; every
 	// other escaping link is refused by the extractor itself.
-	if err := archive.Extract(ctx, packed, dir, archive.Options{AllowAbsoluteSymlinks: true}); err != nil {
+	if err := archive.Extract(ctx, packed, dir, archive.Options{AllowAbsoluteSymlinks: true, MaxBytes: r.maxBytes}); err != nil {
 		return nil, err
 	}
 	fail := func(check string, err error) (*execEnv, error) {

@@ -338,3 +338,27 @@ func TestBadBackendConfig(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestPackedEnvSizeBounded: a packed env whose files hold more than
+// env-max-extract-bytes (a small archive of zeros) is refused before it
+// fills the cache, with the limit in the message; the cache keeps nothing.
+func TestPackedEnvSizeBounded(t *testing.T) {
+	b, _ := newTestBackend(t, Options{})
+	packed := filepath.Join(t.TempDir(), "venv.tar.gz")
+	writeTarGz(t, packed, tarEntry{name: "venv/bin/python3", body: "#!/bin/sh\n", mode: 0o755},
+		tarEntry{name: "venv/lib/zeros", body: strings.Repeat("\x00", 3<<20), mode: 0o644})
+	if st, _ := os.Stat(packed); st.Size() > 64<<10 {
+		t.Fatalf("the archive should be small, is %d bytes", st.Size())
+	}
+	err := loadErr(t, b, map[string]string{EnvPathParameter: packed}, map[string]string{KeyEnvMaxBytes: "1048576"})
+	wantEnvError(t, err, "extract", "more than the limit of 1048576 bytes")
+	ents, _ := os.ReadDir(filepath.Join(b.opts.CacheDir, "python-envs"))
+	for _, e := range ents {
+		if e.IsDir() {
+			t.Errorf("cache keeps %s", e.Name())
+		}
+	}
+	if err := loadErr(t, b, nil, map[string]string{KeyEnvMaxBytes: "0"}); err == nil || !strings.Contains(err.Error(), KeyEnvMaxBytes) {
+		t.Errorf("bad setting: %v", err)
+	}
+}

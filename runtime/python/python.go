@@ -76,6 +76,10 @@ const (
 	// models. An env anywhere else is refused, so that a config override
 	// cannot make a model run another interpreter.
 	KeyEnvRoots = "env-roots"
+	// KeyEnvMaxBytes bounds the bytes a packed env's files may hold once
+	// extracted (DefaultEnvMaxBytes), so that a small archive cannot fill
+	// the disk of the env cache; sparse files count at their full size.
+	KeyEnvMaxBytes = "env-max-extract-bytes"
 	// KeyPollMicros is how long, in microseconds, the server polls for a
 	// stub's reply and a stub polls for its next batch before sleeping.
 	// A sleeping reader's CPU may go idle, and waking an idle virtual
@@ -91,6 +95,7 @@ const (
 	DefaultExecuteTimeout    = time.Duration(0) // none, as in Triton; KeyExecuteTimeout opts in
 	DefaultShmSize           = 1 << 20
 	DefaultPoll              = 100 * time.Microsecond
+	DefaultEnvMaxBytes       = 16 << 30 // a torch env is a few GiB
 )
 
 // Options configures the backend. Zero values select the defaults.
@@ -185,6 +190,7 @@ type settings struct {
 	shmSize           int
 	envCacheDir       string
 	envRoots          []string
+	envMaxBytes       int64
 	poll              time.Duration // 0: none
 }
 
@@ -197,6 +203,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		shmSize:           b.opts.ShmSize,
 		envCacheDir:       b.envs.cacheDir,
 		envRoots:          b.opts.EnvRoots,
+		envMaxBytes:       DefaultEnvMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 	}
 	if s.interpreter == "" {
@@ -243,6 +250,12 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 			s.envCacheDir = v
 		case KeyEnvRoots:
 			s.envRoots = append(slices.Clone(s.envRoots), filepath.SplitList(v)...)
+		case KeyEnvMaxBytes:
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n <= 0 {
+				err = fmt.Errorf("backend config python,%s=%q: want a byte count > 0", k, v)
+			}
+			s.envMaxBytes = n
 		case KeyPollMicros:
 			n, perr := strconv.Atoi(v)
 			if perr != nil || n < 0 || n > 1e6 {
@@ -300,6 +313,7 @@ func (b *Backend) prepare(ctx context.Context, spec *backend.ModelSpec) (*prepar
 	resolver := b.envs
 	resolver.cacheDir = set.envCacheDir
 	resolver.roots = set.envRoots
+	resolver.maxBytes = set.envMaxBytes
 	env, hasEnv, err := resolver.resolve(ctx, spec)
 	if err != nil {
 		return nil, err
