@@ -509,11 +509,18 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 	}
 	if err != nil {
 		var be *backend.Error
-		if !errors.As(err, &be) {
+		reason := Backend
+		switch {
+		case s.execCtx.Err() != nil && errors.Is(err, context.Canceled):
+			// Close cut the execution short at the drain deadline: that is
+			// the answer, not the backend's "context canceled".
+			reason = Other
+			err = backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request was executing", s.cfg.Name, s.cfg.Version)
+		case !errors.As(err, &be):
 			err = backend.Errorf(backend.Internal, "model '%s' failed: %w", s.cfg.Name, err)
 		}
 		for _, j := range batch {
-			s.stats.failed(Backend, t2.Sub(j.start))
+			s.stats.failed(reason, t2.Sub(j.start))
 			s.finish(j, nil, err)
 		}
 		return true

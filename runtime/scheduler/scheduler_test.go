@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,5 +323,46 @@ func TestConcurrentRequestsUseEveryInstance(t *testing.T) {
 	}
 	if total != 12*100 || len(be.runs) != 3 {
 		t.Fatalf("runs per instance %v (total %d): want all 3 instances used and 1200 runs", be.runs, total)
+	}
+}
+
+// waitingBackend's instances run until their context ends, as a python
+// stub whose execute never returns does: they honour cancellation.
+type waitingBackend struct{}
+
+type waitingInstance struct{}
+
+func (waitingBackend) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return waitingInstance{}, nil
+}
+
+func (waitingInstance) Execute(ctx context.Context, _ []*backend.Request) ([]*backend.Response, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("waiting instance: %w", ctx.Err())
+}
+
+func (waitingInstance) Close() error { return nil }
+
+// TestCloseCutsCancellableExecution: a request whose execution Close
+// cancels at the drain deadline is answered Unavailable saying so, not with
+// the backend's "context canceled" as a model failure.
+func TestCloseCutsCancellableExecution(t *testing.T) {
+	s, err := New(context.Background(), waitingBackend{}, linearSpec("w", 4, nil), Config{Name: "w", Version: 3, MaxBatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); done <- err }()
+	for s.pending.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // executing
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = s.Close(ctx)
+	err = <-done
+	var be *backend.Error
+	if !errors.As(err, &be) || be.Code != backend.Unavailable || !strings.Contains(err.Error(), "model 'w' version 3 was unloaded while this request was executing") {
+		t.Errorf("the cut request: %v, want Unavailable saying the model was unloaded", err)
 	}
 }
