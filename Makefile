@@ -1,7 +1,8 @@
 # tritonbuild: the two commands of the README.
 #   make all    build the stack (quick profile: the distribution's LLVM 15 and
 #               libtorch 1.13.1 as externals), install it and assemble the image
-#   make test   run every test, unit and integration
+#   make test   run every test, unit and integration, and short fuzz runs of
+#               every fuzz target (make reliability: issue 17's suite alone)
 # Both install what a fresh Debian/Ubuntu machine lacks (as root) first.
 
 SHELL := /bin/bash
@@ -34,7 +35,7 @@ DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 z
 	meson patchelf $(PYTORCH_DFSG_PACKAGES)
 
 
-.PHONY: all deps tools test unit proto bench tbtorch ghz clean
+.PHONY: all deps tools test unit reliability fuzz proto bench tbtorch ghz clean
 
 all: deps tools
 	$(OUT)/bin/tritonbuild all --profile $(PROFILE)
@@ -60,6 +61,28 @@ tbtorch:
 test: deps tbtorch
 	$(GO) vet -tags libtorch ./...
 	$(GO) test -tags libtorch $(GOTESTFLAGS) ./...
+	$(MAKE) --no-print-directory fuzz
+
+# reliability runs issue 17's reliability suite on its own: the server
+# binary soaked at concurrency 64, slow and idle clients, faults injected
+# into instances, the confined load API (cmd/tritonserver's
+# TestReliability*, which make test runs with the other tests), then the
+# short fuzz runs.
+reliability:
+	TRITONBUILD_RELIABILITY=1 $(GO) test -count=1 -run '^TestReliability' -v ./cmd/tritonserver/
+	$(MAKE) --no-print-directory fuzz
+
+# fuzz runs every fuzz target of the module's packages (func Fuzz* in a
+# _test.go file, found anew each time) for FUZZTIME; an input that fails
+# is saved under the package's testdata/fuzz and fails the run.
+FUZZTIME ?= 3s
+fuzz:
+	@set -e; for dir in $$($(GO) list -f '{{.Dir}}' ./...); do \
+	  for target in $$(cat $$dir/*_test.go 2>/dev/null | grep -o '^func Fuzz[A-Za-z0-9_]*' | cut -d' ' -f2); do \
+	    echo "fuzz $$dir $$target ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$dir; \
+	  done; \
+	done
 
 # unit runs only the hermetic tests (no network, no root, no heavy builds).
 unit:

@@ -148,6 +148,47 @@ func (p *serverProc) wait(t *testing.T, d time.Duration) int {
 	}
 }
 
+// pid is the server's process id (sh execs it, so with a ulimit too).
+func (p *serverProc) pid() int { return p.cmd.Process.Pid }
+
+// rss returns the server process's resident set size in bytes.
+func (p *serverProc) rss(t *testing.T) int64 {
+	t.Helper()
+	n, err := rssOf(p.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// rssOf reads the resident set size (VmRSS) of pid, in bytes.
+func rssOf(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS of %d: %q", pid, line)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// openFiles counts the server's open file descriptors.
+func (p *serverProc) openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
 // stubsOf lists the running python stubs whose parent is pid.
 func stubsOf(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
