@@ -208,12 +208,12 @@ func (s *Server) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*
 	} else {
 		md.Versions = s.mgr.ReadyVersions(m.Name)
 	}
-	for i := range m.Spec.Inputs {
-		t := &m.Spec.Inputs[i]
+	for i := range m.Inputs {
+		t := &m.Inputs[i]
 		md.Inputs = append(md.Inputs, &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.DataType), Shape: m.FullShape(t)})
 	}
-	for i := range m.Spec.Outputs {
-		t := &m.Spec.Outputs[i]
+	for i := range m.Outputs {
+		t := &m.Outputs[i]
 		md.Outputs = append(md.Outputs, &pb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.DataType), Shape: m.FullShape(t)})
 	}
 	return md, nil

@@ -188,10 +188,10 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 // deduced from the size; a BYTES input must have shape [1] and the body is
 // its one element), and every output is answered as binary data.
 func decodeRaw(body []byte, m *repository.Model) (*backend.Request, *inferRequest, error) {
-	if len(m.Spec.Inputs) != 1 {
-		return nil, nil, status.RawInputCount.New(status.RequestPrefix(""), len(m.Spec.Inputs), m.Name)
+	if len(m.Inputs) != 1 {
+		return nil, nil, status.RawInputCount.New(status.RequestPrefix(""), len(m.Inputs), m.Name)
 	}
-	spec := &m.Spec.Inputs[0]
+	spec := &m.Inputs[0]
 	var shape []int64
 	if m.Spec.MaxBatchSize > 0 {
 		shape = append(shape, 1)

@@ -65,3 +65,34 @@ func TestJSONNestingLimit(t *testing.T) {
 		t.Errorf("120 levels: %d %s, want 400 %s", r.StatusCode, b, want)
 	}
 }
+
+// TestConfigServesFilledFields: the configuration endpoint shows the
+// fields Triton serves for a config that sets few of them: the reshape,
+// pinned memory (enabled unless set), preferred_batch_size defaulting to
+// max_batch_size, instance groups named and counted, the version policy;
+// metadata shows the dims clients send, not the reshape.
+func TestConfigServesFilledFields(t *testing.T) {
+	e := newEnv(t, map[string]string{"r": `backend: "fake"
+max_batch_size: 4
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] reshape { shape: [2, 2] } }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [2, 2] }]
+dynamic_batching { }
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`}, 0)
+	_, b := e.do(t, "GET", "/v2/models/r/config", nil, nil)
+	for _, want := range []string{
+		`"reshape":{"shape":[2,2]}`,
+		`"input_pinned_memory":{"enable":true}`, `"output_pinned_memory":{"enable":true}`,
+		`"preferred_batch_size":[4]`,
+		`"instance_group":[{"name":"r_0","kind":"KIND_CPU","count":1`,
+		`"version_policy":{"latest":{"num_versions":1}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config lacks %s: %s", want, b)
+		}
+	}
+	_, b = e.do(t, "GET", "/v2/models/r", nil, nil)
+	if !strings.Contains(string(b), `"shape":[-1,4]`) {
+		t.Errorf("metadata shows the reshape instead of dims: %s", b)
+	}
+}

@@ -260,12 +260,12 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	} else {
 		md.Versions = s.mgr.ReadyVersions(m.Name)
 	}
-	for i := range m.Spec.Inputs {
-		t := &m.Spec.Inputs[i]
+	for i := range m.Inputs {
+		t := &m.Inputs[i]
 		md.Inputs = append(md.Inputs, tensorMetadata{t.Name, t.DataType, m.FullShape(t)})
 	}
-	for i := range m.Spec.Outputs {
-		t := &m.Spec.Outputs[i]
+	for i := range m.Outputs {
+		t := &m.Outputs[i]
 		md.Outputs = append(md.Outputs, tensorMetadata{t.Name, t.DataType, m.FullShape(t)})
 	}
 	writeJSON(w, md)

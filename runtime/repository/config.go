@@ -49,8 +49,11 @@ type resolved struct {
 	platform    string
 	backend     backend.Backend
 	sched       scheduler.Config
-	inputs      []backend.TensorSpec
+	inputs      []backend.TensorSpec // as clients see them (dims)
 	outputs     []backend.TensorSpec
+	beInputs    []backend.TensorSpec // as the backend sees them (reshape)
+	beOutputs   []backend.TensorSpec
+	reshape     *reshapes
 	json        []byte
 }
 
@@ -94,6 +97,9 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 	default:
 		return nil, nil, err
 	}
+	if len(available) > 0 {
+		completeBackendFields(cfg, filepath.Join(dir, strconv.FormatInt(available[len(available)-1], 10)))
+	}
 	if cfg, err = m.autoComplete(ctx, name, dir, available, cfg); err != nil {
 		return nil, nil, err
 	}
@@ -108,9 +114,12 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 			}
 		}
 	}
-	versions, err := selectVersions(cfg.GetVersionPolicy(), available)
-	if err != nil {
-		return nil, nil, err
+	versions, missing := selectVersions(cfg.GetVersionPolicy(), available)
+	for _, v := range missing {
+		m.log.Error(fmt.Sprintf("version %d is specified for model '%s', but the version directory is not present", v, name))
+	}
+	if len(versions) == 0 {
+		return nil, nil, fmt.Errorf("at least one version must be available under the version policy of model '%s'", name)
 	}
 	return r, versions, nil
 }
@@ -143,17 +152,50 @@ func (m *Manager) guessBackend(name, dir string, versions []int64) (*modelconfig
 	if len(versions) == 0 {
 		return nil, fmt.Errorf("no %s and no version directory in %s", ConfigFile, name)
 	}
-	vdir := filepath.Join(dir, strconv.FormatInt(versions[len(versions)-1], 10))
-	for _, be := range []string{"pytorch", "python"} {
-		if _, err := os.Stat(filepath.Join(vdir, defaultFilenames[be])); err != nil {
-			continue
-		}
-		if _, ok := m.opts.Backends[be].(backend.AutoCompleter); !ok {
-			return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, name, be)
-		}
-		return &modelconfig.ModelConfig{Name: name, Backend: be}, nil
+	cfg := &modelconfig.ModelConfig{Name: name}
+	completeBackendFields(cfg, filepath.Join(dir, strconv.FormatInt(versions[len(versions)-1], 10)))
+	if cfg.Backend == "" {
+		return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, name)
 	}
-	return nil, fmt.Errorf("no %s in %s and no default model file to guess its backend from", ConfigFile, name)
+	if _, ok := m.opts.Backends[cfg.Backend].(backend.AutoCompleter); !ok {
+		return nil, fmt.Errorf("no %s in %s and the %s backend cannot auto-complete a configuration", ConfigFile, name, cfg.Backend)
+	}
+	return cfg, nil
+}
+
+// completeBackendFields fills in the backend, platform and default model
+// file of cfg as Triton's core does (AutoCompleteBackendFields) for a
+// config.pbtxt, a load request's override or no configuration at all: a
+// config naming neither backend nor platform gets the backend of its model
+// file (default_model_filename, else model.pt or model.py in vdir, the
+// highest version directory), pytorch_libtorch means the pytorch backend,
+// and each backend gets its platform and default file name.
+func completeBackendFields(cfg *modelconfig.ModelConfig, vdir string) {
+	if cfg.Backend == "" {
+		switch {
+		case cfg.Platform != "":
+			cfg.Backend = platformBackends[cfg.Platform]
+		case cfg.DefaultModelFilename != "":
+			for be, f := range defaultFilenames {
+				if f == cfg.DefaultModelFilename {
+					cfg.Backend = be
+				}
+			}
+		default:
+			for _, be := range []string{"pytorch", "python"} {
+				if fi, err := os.Stat(filepath.Join(vdir, defaultFilenames[be])); err == nil && !fi.IsDir() {
+					cfg.Backend = be
+					break
+				}
+			}
+		}
+	}
+	if cfg.Backend == "pytorch" && cfg.Platform == "" {
+		cfg.Platform = "pytorch_libtorch"
+	}
+	if cfg.DefaultModelFilename == "" {
+		cfg.DefaultModelFilename = defaultFilenames[cfg.Backend]
+	}
 }
 
 // autoComplete lets the model's backend complete cfg, as Triton does for
@@ -217,7 +259,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		r.backendName = cfg.Backend
 		if cfg.Platform != "" {
 			if b, ok := platformBackends[cfg.Platform]; !ok || b != cfg.Backend {
-				return nil, fmt.Errorf("platform '%s' does not go with backend '%s'", cfg.Platform, cfg.Backend)
+				return nil, fmt.Errorf("unexpected 'platform' and 'backend' pair, got:%s, %s", cfg.Platform, cfg.Backend)
 			}
 		}
 	case cfg.Platform != "":
@@ -228,7 +270,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		r.backendName = b
 		cfg.Backend = b
 	default:
-		return nil, errors.New("neither backend nor platform is set")
+		return nil, fmt.Errorf("must specify 'platform' or 'backend' for '%s'", cfg.Name)
 	}
 	// Triton fills in the platform of pytorch models; metadata shows it.
 	if r.backendName == "pytorch" && cfg.Platform == "" {
@@ -261,8 +303,19 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	if len(r.inputs) == 0 || len(r.outputs) == 0 {
 		return nil, errors.New("a model needs at least one input and one output")
 	}
-
+	if r.reshape, r.beInputs, r.beOutputs, err = newReshapes(cfg, r.inputs, r.outputs); err != nil {
+		return nil, err
+	}
+	// The preferred batch sizes the batcher uses are the config's own; the
+	// default Triton fills in ([max_batch_size]) is only shown.
+	var preferred []int32
+	if db := cfg.GetDynamicBatching(); db != nil {
+		preferred = slices.Clone(db.GetPreferredBatchSize())
+	}
 	if err := fillDefaults(cfg, r.backendName); err != nil {
+		return nil, err
+	}
+	if err := checkInstanceGroups(cfg); err != nil {
 		return nil, err
 	}
 	r.sched = scheduler.Config{Name: cfg.Name, MaxBatchSize: int(cfg.MaxBatchSize)}
@@ -284,7 +337,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 			MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,
 			MaxQueueSize:  int(db.GetDefaultQueuePolicy().GetMaxQueueSize()),
 		}
-		for _, p := range db.GetPreferredBatchSize() {
+		for _, p := range preferred {
 			if p < 1 || p > cfg.MaxBatchSize {
 				return nil, fmt.Errorf("dynamic_batching preferred_batch_size %d must be between 1 and max_batch_size %d", p, cfg.MaxBatchSize)
 			}
@@ -330,6 +383,41 @@ func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	}
 	if cfg.DefaultModelFilename == "" {
 		cfg.DefaultModelFilename = defaultFilenames[backendName]
+	}
+	// Pinned memory is a GPU transfer setting; Triton shows it enabled
+	// unless the config says otherwise, and on CPU it changes nothing.
+	if cfg.Optimization == nil {
+		cfg.Optimization = &modelconfig.ModelOptimizationPolicy{}
+	}
+	if cfg.Optimization.InputPinnedMemory == nil {
+		cfg.Optimization.InputPinnedMemory = &modelconfig.ModelOptimizationPolicy_PinnedMemoryBuffer{Enable: true}
+	}
+	if cfg.Optimization.OutputPinnedMemory == nil {
+		cfg.Optimization.OutputPinnedMemory = &modelconfig.ModelOptimizationPolicy_PinnedMemoryBuffer{Enable: true}
+	}
+	if db := cfg.GetDynamicBatching(); db != nil && len(db.PreferredBatchSize) == 0 && cfg.MaxBatchSize > 0 {
+		db.PreferredBatchSize = []int32{cfg.MaxBatchSize}
+	}
+	return nil
+}
+
+// checkInstanceGroups refuses, with Triton's texts for a server without
+// GPUs, instance groups this server cannot place: KIND_GPU, and KIND_CPU
+// (also KIND_AUTO, which is KIND_CPU here) naming GPUs.
+func checkInstanceGroups(cfg *modelconfig.ModelConfig) error {
+	for _, g := range cfg.GetInstanceGroup() {
+		switch g.GetKind() {
+		case modelconfig.ModelInstanceGroup_KIND_GPU:
+			return backend.Errorf(backend.InvalidArg, "instance group %s of model %s has kind KIND_GPU but server does not support GPUs", g.GetName(), cfg.GetName())
+		case modelconfig.ModelInstanceGroup_KIND_CPU:
+			if len(g.GetGpus()) > 0 {
+				return backend.Errorf(backend.InvalidArg, "instance group %s of model %s has kind KIND_CPU but specifies one or more GPUs", g.GetName(), cfg.GetName())
+			}
+		case modelconfig.ModelInstanceGroup_KIND_MODEL:
+			if len(g.GetGpus()) > 0 {
+				return backend.Errorf(backend.InvalidArg, "instance group %s of model %s has kind KIND_MODEL but specifies one or more GPUs", g.GetName(), cfg.GetName())
+			}
+		}
 	}
 	return nil
 }
@@ -402,7 +490,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) (*ba
 	return &backend.ModelSpec{
 		Name: r.Name, Version: v, ModelDir: dir, VersionDir: vdir, Repository: filepath.Dir(dir),
 		Filename: filename, MaxBatchSize: int(r.MaxBatchSize),
-		Inputs: r.inputs, Outputs: r.outputs, Parameters: params, BackendConfig: beCfg,
+		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
 	}, nil
 }
@@ -418,7 +506,7 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 	for i, w := range r.GetModelWarmup() {
 		batch := int64(w.GetBatchSize())
 		s := scheduler.Warmup{Name: w.GetName(), Count: int(w.GetCount())}
-		for _, spec := range r.inputs {
+		for idx, spec := range r.inputs {
 			in, ok := w.GetInputs()[spec.Name]
 			if !ok {
 				if spec.Optional {
@@ -454,6 +542,13 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 			data := one
 			for b := int64(1); b < batch && r.MaxBatchSize > 0; b++ {
 				data = append(data, one...)
+			}
+			if to := r.reshape.in[idx]; to != nil {
+				// Warmup samples go to the instances directly: in the
+				// backend's shape, as requests reach it.
+				if s, ok := convert(shape, spec.Dims, to, r.MaxBatchSize > 0); ok {
+					shape = s
+				}
 			}
 			s.Request.Inputs = append(s.Request.Inputs, backend.Tensor{Name: spec.Name, DataType: dt, Shape: shape, Data: data})
 		}
@@ -544,29 +639,34 @@ func versionDirs(dir string) ([]int64, error) {
 	return vs, nil
 }
 
-// selectVersions applies a version policy to the available versions.
-func selectVersions(p *modelconfig.ModelVersionPolicy, available []int64) ([]int64, error) {
-	var out []int64
+// selectVersions applies a version policy to the available versions, as
+// Triton's VersionsToLoad does: specific versions load only where their
+// directory exists (the others are returned as missing, for the log),
+// latest takes the highest num_versions (at least one), all takes every
+// one. An empty selection is the caller's error.
+func selectVersions(p *modelconfig.ModelVersionPolicy, available []int64) (versions, missing []int64) {
 	switch c := p.GetPolicyChoice().(type) {
 	case *modelconfig.ModelVersionPolicy_All_:
-		out = slices.Clone(available)
+		return slices.Clone(available), nil
 	case *modelconfig.ModelVersionPolicy_Specific_:
-		out = slices.Clone(c.Specific.GetVersions())
-		slices.Sort(out)
-		out = slices.Compact(out)
-	default: // latest, also the default policy
-		n := 1
-		if l, ok := c.(*modelconfig.ModelVersionPolicy_Latest_); ok {
-			n = max(int(l.Latest.GetNumVersions()), 1)
+		want := slices.Clone(c.Specific.GetVersions())
+		slices.Sort(want)
+		for _, v := range slices.Compact(want) {
+			if _, ok := slices.BinarySearch(available, v); ok {
+				versions = append(versions, v)
+			} else {
+				missing = append(missing, v)
+			}
 		}
-		if len(available) > n {
-			out = slices.Clone(available[len(available)-n:])
-		} else {
-			out = slices.Clone(available)
-		}
+		return versions, missing
 	}
-	if len(out) == 0 {
-		return nil, errors.New("at least one version must be available under the version policy of the model")
+	// latest, also the default policy
+	n := 1
+	if l, ok := p.GetPolicyChoice().(*modelconfig.ModelVersionPolicy_Latest_); ok {
+		n = max(int(l.Latest.GetNumVersions()), 1)
 	}
-	return out, nil
+	if len(available) > n {
+		return slices.Clone(available[len(available)-n:]), nil
+	}
+	return slices.Clone(available), nil
 }

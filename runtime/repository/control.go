@@ -225,10 +225,13 @@ func (m *Manager) Infer(ctx context.Context, mod *Model, version int64, req *bac
 		if req.Trace != nil {
 			req.Trace.Activity("QUEUE_START", time.Now())
 		}
-		resp, err := mod.Scheduler.Infer(ctx, req)
+		resp, err := mod.Scheduler.Infer(ctx, mod.forBackend(req))
 		if err == nil {
 			if resp.Err != nil {
 				return mod, nil, resp.Err
+			}
+			if err := mod.fromBackend(resp); err != nil {
+				return mod, nil, err
 			}
 			if err := mod.CheckResponse(resp); err != nil {
 				return mod, nil, err

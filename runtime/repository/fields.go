@@ -38,6 +38,14 @@ var supportedLeaves = map[string]bool{
 	"version_policy.latest.num_versions": true,
 	"version_policy.specific.versions":   true,
 
+	// Clients use dims, the backend the reshape (reshape.go).
+	"input.reshape.shape":  true,
+	"output.reshape.shape": true,
+	// Pinned host buffers speed GPU transfers; with no GPUs they change
+	// nothing, so the setting is shown and has no effect.
+	"optimization.input_pinned_memory.enable":  true,
+	"optimization.output_pinned_memory.enable": true,
+
 	"input.name":      true,
 	"input.data_type": true,
 	"input.dims":      true,
@@ -52,8 +60,9 @@ var supportedLeaves = map[string]bool{
 	"output.label_filename": true,
 
 	"instance_group.name":  true,
-	"instance_group.kind":  true, // values checked separately
+	"instance_group.kind":  true, // values checked with Triton's texts (checkInstanceGroups)
 	"instance_group.count": true,
+	"instance_group.gpus":  true, // refused by checkInstanceGroups, as Triton does on CPU
 
 	"dynamic_batching.preferred_batch_size":                true,
 	"dynamic_batching.max_queue_delay_microseconds":        true,
@@ -82,17 +91,7 @@ var unsupportedPresence = map[string]bool{
 // checkSupported walks every field set in cfg and reports the first one the
 // core does not implement.
 func checkSupported(cfg *modelconfig.ModelConfig) error {
-	if err := walkSet(cfg.ProtoReflect(), ""); err != nil {
-		return err
-	}
-	for _, g := range cfg.GetInstanceGroup() {
-		switch g.GetKind() {
-		case modelconfig.ModelInstanceGroup_KIND_AUTO, modelconfig.ModelInstanceGroup_KIND_CPU:
-		default:
-			return &UnsupportedError{Field: "instance_group.kind", Detail: g.GetKind().String()}
-		}
-	}
-	return nil
+	return walkSet(cfg.ProtoReflect(), "")
 }
 
 func walkSet(m protoreflect.Message, prefix string) error {

@@ -673,6 +673,7 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	mod := &Model{
 		Name: cfg.Name, Version: v, Backend: cfg.backendName, Platform: cfg.platform,
 		Config: cfg.ModelConfig, ConfigJSON: spec.ConfigJSON, Spec: spec, Scheduler: s,
+		Inputs: cfg.inputs, Outputs: cfg.outputs, reshape: cfg.reshape,
 		leadingDim: !m.opts.StrictInputShapes, maxResponse: m.maxResponse(), labels: labels,
 	}
 	mod.index()

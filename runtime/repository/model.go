@@ -22,10 +22,16 @@ type Model struct {
 	Config   *modelconfig.ModelConfig
 	// ConfigJSON is Config rendered by modelconfig.JSON.
 	ConfigJSON []byte
-	Spec       *backend.ModelSpec
-	Scheduler  *scheduler.Scheduler
+	// Spec is the backend's view of the model: its tensors' Dims are their
+	// reshape where the config gives one.
+	Spec      *backend.ModelSpec
+	Scheduler *scheduler.Scheduler
+	// Inputs and Outputs are the tensors as clients see them (the
+	// config's dims), which requests are validated against and metadata
+	// reports.
+	Inputs, Outputs []backend.TensorSpec
 
-	inputIndex  map[string]int // name -> index in Spec.Inputs
+	inputIndex  map[string]int // name -> index in Inputs
 	outputIndex map[string]int
 	required    int // inputs that are not optional
 	// leadingDim accepts one extra leading dimension on the inputs of a
@@ -36,6 +42,9 @@ type Model struct {
 	// maxResponse bounds the output bytes of one response
 	// (Options.MaxResponseSize); 0 means no bound.
 	maxResponse int64
+	// reshape maps tensors between Inputs/Outputs and Spec; nil when no
+	// tensor has a reshape.
+	reshape *reshapes
 }
 
 // VersionString is the version as it appears on the wire ("1").
@@ -47,7 +56,7 @@ func (m *Model) Input(name string) (*backend.TensorSpec, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &m.Spec.Inputs[i], true
+	return &m.Inputs[i], true
 }
 
 // Output returns the declared output called name.
@@ -56,7 +65,7 @@ func (m *Model) Output(name string) (*backend.TensorSpec, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &m.Spec.Outputs[i], true
+	return &m.Outputs[i], true
 }
 
 // FullShape is a declared tensor's shape as clients see it: with a leading
@@ -69,15 +78,15 @@ func (m *Model) FullShape(t *backend.TensorSpec) []int64 {
 }
 
 func (m *Model) index() {
-	m.inputIndex = make(map[string]int, len(m.Spec.Inputs))
-	for i, in := range m.Spec.Inputs {
+	m.inputIndex = make(map[string]int, len(m.Inputs))
+	for i, in := range m.Inputs {
 		m.inputIndex[in.Name] = i
 		if !in.Optional {
 			m.required++
 		}
 	}
-	m.outputIndex = make(map[string]int, len(m.Spec.Outputs))
-	for i, out := range m.Spec.Outputs {
+	m.outputIndex = make(map[string]int, len(m.Outputs))
+	for i, out := range m.Outputs {
 		m.outputIndex[out.Name] = i
 	}
 }
@@ -98,7 +107,7 @@ func (m *Model) Validate(req *backend.Request) error {
 	if name, ok := repeatedInput(req.Inputs); ok {
 		return status.DuplicateInput.New(status.RequestPrefix(req.ID), name)
 	}
-	requested := newIndexSet(len(m.Spec.Outputs))
+	requested := newIndexSet(len(m.Outputs))
 	for _, name := range req.Outputs {
 		idx, ok := m.outputIndex[name]
 		if !ok {
@@ -108,7 +117,7 @@ func (m *Model) Validate(req *backend.Request) error {
 			return status.DuplicateOutput.New(name)
 		}
 	}
-	if len(req.Inputs) > len(m.Spec.Inputs) || len(req.Inputs) < m.required {
+	if len(req.Inputs) > len(m.Inputs) || len(req.Inputs) < m.required {
 		return m.inputCountError(req)
 	}
 	var batch int64 = -1
@@ -137,7 +146,7 @@ func (m *Model) Validate(req *backend.Request) error {
 		if !ok {
 			return status.UnexpectedInput.New(t.Name, m.Name)
 		}
-		spec := &m.Spec.Inputs[idx]
+		spec := &m.Inputs[idx]
 		if !spec.Optional {
 			seen++
 		}
@@ -214,7 +223,7 @@ func repeatedInput(ins []backend.Tensor) (string, bool) {
 // none is missing Triton's code leaves just "]").
 func (m *Model) inputCountError(req *backend.Request) error {
 	missing := "["
-	for _, in := range m.Spec.Inputs {
+	for _, in := range m.Inputs {
 		if in.Optional {
 			continue
 		}
@@ -228,10 +237,10 @@ func (m *Model) inputCountError(req *backend.Request) error {
 	}
 	missing = missing[:len(missing)-1] + "]"
 	got := inputNames(req)
-	if m.required == len(m.Spec.Inputs) {
-		return status.InputCount.New(status.RequestPrefix(req.ID), len(m.Spec.Inputs), len(req.Inputs), m.Name, got, missing)
+	if m.required == len(m.Inputs) {
+		return status.InputCount.New(status.RequestPrefix(req.ID), len(m.Inputs), len(req.Inputs), m.Name, got, missing)
 	}
-	return status.InputCountRange.New(status.RequestPrefix(req.ID), m.required, len(m.Spec.Inputs), len(req.Inputs), m.Name, got, missing)
+	return status.InputCountRange.New(status.RequestPrefix(req.ID), m.required, len(m.Inputs), len(req.Inputs), m.Name, got, missing)
 }
 
 // indexSet records which declared inputs or outputs a request names; up to
@@ -289,12 +298,12 @@ func (m *Model) checkResponseBound(req *backend.Request, rows int64) error {
 		total = satAdd(total, satMul(n, size))
 	}
 	if len(req.Outputs) == 0 {
-		for i := range m.Spec.Outputs {
-			add(&m.Spec.Outputs[i])
+		for i := range m.Outputs {
+			add(&m.Outputs[i])
 		}
 	} else {
 		for _, name := range req.Outputs {
-			add(&m.Spec.Outputs[m.outputIndex[name]])
+			add(&m.Outputs[m.outputIndex[name]])
 		}
 	}
 	if total > m.maxResponse {

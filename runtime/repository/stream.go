@@ -30,10 +30,14 @@ func (m *Manager) InferStream(ctx context.Context, mod *Model, version int64, re
 		}
 		accepted := false
 		cur := mod
-		err := mod.Scheduler.Stream(ctx, req, func(resp *backend.Response, final bool) error {
+		err := mod.Scheduler.Stream(ctx, mod.forBackend(req), func(resp *backend.Response, final bool) error {
 			accepted = true
 			if resp != nil && resp.Err == nil {
-				if err := cur.CheckResponse(resp); err != nil {
+				err := cur.fromBackend(resp)
+				if err == nil {
+					err = cur.CheckResponse(resp)
+				}
+				if err != nil {
 					resp = &backend.Response{Err: err}
 				}
 			}

@@ -1,0 +1,169 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+)
+
+const identityParam = `parameters { key: "fake_mode" value { string_value: "identity" } }
+`
+
+// f32 is an FP32 tensor of shape with zero data.
+func f32(name string, shape ...int64) backend.Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return backend.Tensor{Name: name, DataType: backend.FP32, Shape: shape, Data: make([]byte, 4*n)}
+}
+
+// TestReshape: clients send and receive the config's dims, the backend
+// sees and produces the reshape (the fake identity model copies its input
+// to its output, so the output shows what the backend saw), batch
+// dimension and variable dimensions included; the served config keeps the
+// reshape; warmup samples reach the backend reshaped.
+func TestReshape(t *testing.T) {
+	root := t.TempDir()
+	// IN dims [4] reshape [2,2]; OUT has no reshape: it shows the backend's input.
+	writeModel(t, root, "in_only", `backend: "fake"
+max_batch_size: 4
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] reshape { shape: [2, 2] } }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [2, 2] }]
+model_warmup [{ name: "w" batch_size: 2 inputs { key: "IN" value { data_type: TYPE_FP32 dims: [4] zero_data: true } } }]
+`+identityParam, []string{"1"})
+	// Both reshaped, with a variable dimension: [-1,2,3] <-> [-1,6].
+	writeModel(t, root, "both", `backend: "fake"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_FP32 dims: [-1, 2, 3] reshape { shape: [-1, 6] } }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [-1, 2, 3] reshape { shape: [-1, 6] } }]
+`+identityParam, []string{"1"})
+	// A one-element input reshaped to a scalar.
+	writeModel(t, root, "scalar", `backend: "fake"
+max_batch_size: 2
+input [{ name: "IN" data_type: TYPE_FP32 dims: [1] reshape { shape: [] } }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [] }]
+`+identityParam, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model string
+		in    backend.Tensor
+		want  string
+	}{
+		{"in_only", f32("IN", 3, 4), "[3,2,2]"},
+		{"both", f32("IN", 5, 2, 3), "[5,2,3]"},
+		{"scalar", f32("IN", 2, 1), "[2]"},
+	} {
+		mod := mustGet(t, m, c.model)
+		_, resp, err := m.Infer(context.Background(), mod, -1, &backend.Request{Inputs: []backend.Tensor{c.in}}, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", c.model, err)
+		}
+		if got := FormatShape(resp.Outputs[0].Shape); got != c.want {
+			t.Errorf("%s: output shape %s, want %s", c.model, got, c.want)
+		}
+	}
+	// Requests are validated against dims, not the reshape.
+	if _, _, err := m.Infer(context.Background(), mustGet(t, m, "in_only"), -1, &backend.Request{Inputs: []backend.Tensor{f32("IN", 1, 2, 2)}}, time.Now()); err == nil ||
+		!strings.Contains(err.Error(), "Expected [-1,4], got [1,2,2]") {
+		t.Errorf("a request in the reshape's shape: %v", err)
+	}
+	if js := string(mustGet(t, m, "both").ConfigJSON); !strings.Contains(js, `"reshape":{"shape":[-1,6]}`) {
+		t.Errorf("served config lacks the reshape: %s", js)
+	}
+}
+
+// TestReshapeValidation refuses reshapes with Triton's texts.
+func TestReshapeValidation(t *testing.T) {
+	for dims, want := range map[string]string{
+		"dims: [4] reshape { shape: [3] }":             "model input has different size for dims and reshape for m",
+		"dims: [4] reshape { shape: [0, 4] }":          "model input reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m",
+		"dims: [2, -1] reshape { shape: [-1] }":        "model input has different size for dims and reshape for m",
+		"dims: [-1, 4] reshape { shape: [-1, 2, -1] }": "model input has different number of variable-size dimensions for dims and reshape for m",
+	} {
+		root := t.TempDir()
+		writeModel(t, root, "m", fmt.Sprintf(`backend: "fake"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_FP32 %s }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }]
+`, dims), []string{"1"})
+		m := newManager(t, fake.New(), true, root)
+		if err := m.LoadAll(context.Background()); err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: %v\nwant ...%s", dims, err, want)
+		}
+	}
+}
+
+// TestBackendFromTheModelFile: a config (or load override) naming neither
+// backend nor platform gets the backend of its model file, with the
+// platform and default file Triton fills in, shown by the config endpoint.
+func TestBackendFromTheModelFile(t *testing.T) {
+	root := t.TempDir()
+	noBackend := `max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+`
+	writeModel(t, root, "pt", noBackend, []string{"1"}, "model.pt")
+	writeModel(t, root, "bare", noBackend, []string{"1"})
+	m := newManager(t, fake.New(), false, root)
+	_ = m.LoadAll(context.Background())
+	mod := mustGet(t, m, "pt")
+	if mod.Backend != "pytorch" || mod.Config.GetPlatform() != "pytorch_libtorch" || mod.Config.GetDefaultModelFilename() != "model.pt" {
+		t.Errorf("detected %q, platform %q, file %q", mod.Backend, mod.Config.GetPlatform(), mod.Config.GetDefaultModelFilename())
+	}
+	_, reason, _ := m.Versions("bare")
+	if reason != "model 'bare': bare/config.pbtxt: must specify 'platform' or 'backend' for 'bare'" {
+		t.Errorf("no model file: %q", reason)
+	}
+	// The issue's override: no backend, the version directory decides.
+	override := `{"max_batch_size": 2, "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [4]}], "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [3]}]}`
+	if err := m.LoadModel(context.Background(), "pt", []byte(override)); err != nil {
+		t.Fatalf("override without backend: %v", err)
+	}
+	if mod := mustGet(t, m, "pt"); mod.Backend != "pytorch" || mod.Config.GetMaxBatchSize() != 2 {
+		t.Errorf("after the override: %q, max_batch_size %d", mod.Backend, mod.Config.GetMaxBatchSize())
+	}
+}
+
+// TestFieldsTritonFillsIn: pinned memory settings are accepted (no effect
+// on CPU) and shown enabled when not set, preferred_batch_size defaults to
+// max_batch_size in the served config, KIND_MODEL is accepted, and
+// instance groups this server cannot place get Triton's texts.
+func TestFieldsTritonFillsIn(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "pinned", linearCfg+`optimization { input_pinned_memory { enable: false } }
+dynamic_batching { }
+instance_group [{ kind: KIND_MODEL }]
+`, []string{"1"})
+	writeModel(t, root, "cpu_gpus", linearCfg+"instance_group [{ kind: KIND_CPU gpus: [0] }]", []string{"1"})
+	writeModel(t, root, "auto_gpus", linearCfg+"instance_group [{ name: \"g\" gpus: [1] }]", []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	_ = m.LoadAll(context.Background())
+	cfg := mustGet(t, m, "pinned").Config
+	if cfg.GetOptimization().GetInputPinnedMemory().GetEnable() || !cfg.GetOptimization().GetOutputPinnedMemory().GetEnable() {
+		t.Errorf("pinned memory: %v", cfg.GetOptimization())
+	}
+	if got := cfg.GetDynamicBatching().GetPreferredBatchSize(); len(got) != 1 || got[0] != 8 {
+		t.Errorf("preferred_batch_size %v, want [8]", got)
+	}
+	if k := cfg.GetInstanceGroup()[0].GetKind(); k != modelconfig.ModelInstanceGroup_KIND_MODEL {
+		t.Errorf("kind %v", k)
+	}
+	for name, want := range map[string]string{
+		"cpu_gpus":  "instance group cpu_gpus_0 of model cpu_gpus has kind KIND_CPU but specifies one or more GPUs",
+		"auto_gpus": "instance group g of model auto_gpus has kind KIND_CPU but specifies one or more GPUs",
+	} {
+		if _, reason, _ := m.Versions(name); !strings.HasSuffix(reason, want) {
+			t.Errorf("%s: %q\nwant ...%s", name, reason, want)
+		}
+	}
+}
