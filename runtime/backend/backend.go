@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -147,6 +148,30 @@ type Request struct {
 	// Sender, set by the scheduler for a model with the decoupled
 	// transaction policy only, takes the request's responses (see Sender).
 	Sender Sender
+	// Sequence is the request's correlation id and flags (the sequence_id,
+	// sequence_start and sequence_end parameters), used by the sequence
+	// batcher; the zero value is a request outside any sequence.
+	Sequence Sequence
+}
+
+// Sequence identifies the sequence a request belongs to. A correlation id
+// is either an unsigned integer (ID) or a string (StrID), never both.
+type Sequence struct {
+	ID         uint64
+	StrID      string
+	Start, End bool
+}
+
+// InSequence reports whether a correlation id is set (Triton: non-zero or
+// non-empty).
+func (q Sequence) InSequence() bool { return q.ID != 0 || q.StrID != "" }
+
+// String is the correlation id as Triton prints it in messages.
+func (q Sequence) String() string {
+	if q.StrID != "" {
+		return q.StrID
+	}
+	return strconv.FormatUint(q.ID, 10)
 }
 
 // Trace receives a traced request's activities with Triton's names

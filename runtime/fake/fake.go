@@ -14,6 +14,15 @@
 //	               goroutine after Execute returned, then the final flag
 //	               alone; an element equal to FailValue is sent as an
 //	               error response instead.
+//	               "accumulate" (for sequence_batching): a stateful
+//	               model; the first input holds one INT32 element, the
+//	               first output (INT32, the input's shape) is the sum of
+//	               the inputs of the sequence so far. It reads the control
+//	               inputs named START, READY and END (any data type, non-zero
+//	               is true) and CORRID (UINT64 or BYTES): the state is kept
+//	               per correlation id when CORRID is fed, else per batch row
+//	               (the direct strategy's slot); START resets it, END drops
+//	               it, and a row with READY false is left alone.
 //	fake_delay_us  sleep this long per Execute call (simulated compute).
 //	fake_load_delay_us  sleep this long in NewInstance (a slow load); the
 //	               load's context ends the wait.
@@ -29,6 +38,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,12 +55,21 @@ type Backend struct {
 	release sync.Once
 	mu      sync.Mutex
 	batches map[string][]int // model name -> batch sizes executed, in order
+	rows    map[string][]int // model name -> rows with READY true per execution (accumulate mode)
 	loads   map[string]int   // model name -> instances created
 }
 
 // New returns an empty fake backend.
 func New() *Backend {
-	return &Backend{batches: map[string][]int{}, loads: map[string]int{}, hang: make(chan struct{})}
+	return &Backend{batches: map[string][]int{}, rows: map[string][]int{}, loads: map[string]int{}, hang: make(chan struct{})}
+}
+
+// ReadyRows returns, per execution of an accumulate model so far, how
+// many of its rows had READY true.
+func (b *Backend) ReadyRows(model string) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.rows[model]...)
 }
 
 // Release lets every hanging Execute (fake_fail "hang") return.
@@ -99,6 +118,11 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		if len(spec.Inputs) < 1 || len(spec.Outputs) < 1 || spec.Inputs[0].DataType != backend.Int32 || spec.Outputs[0].DataType != backend.Int32 {
 			return nil, backend.Errorf(backend.InvalidArg, "fake repeat model %q needs an INT32 first input and an INT32 first output", spec.Name)
 		}
+	case "accumulate":
+		if len(spec.Inputs) < 1 || len(spec.Outputs) < 1 || spec.Inputs[0].DataType != backend.Int32 || spec.Outputs[0].DataType != backend.Int32 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake accumulate model %q needs an INT32 first input and an INT32 first output", spec.Name)
+		}
+		inst.state = map[string]int32{}
 	case "identity":
 		if len(spec.Outputs) > len(spec.Inputs) {
 			return nil, backend.Errorf(backend.InvalidArg, "fake identity model %q has more outputs than inputs", spec.Name)
@@ -148,6 +172,7 @@ type instance struct {
 	delay    time.Duration
 	failExec bool
 	hang     bool
+	state    map[string]int32 // accumulate mode: sum per correlation id or row
 }
 
 func (in *instance) Close() error { return nil }
@@ -190,6 +215,20 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		return nil, nil
 	}
 	out := make([]*backend.Response, len(reqs))
+	if in.mode == "accumulate" {
+		ready := 0
+		for i, r := range reqs {
+			var ok bool
+			out[i], ok = in.accumulate(i, r)
+			if ok {
+				ready++
+			}
+		}
+		in.be.mu.Lock()
+		in.be.rows[in.spec.Name] = append(in.be.rows[in.spec.Name], ready)
+		in.be.mu.Unlock()
+		return out, nil
+	}
 	for i, r := range reqs {
 		if in.mode == "linear" {
 			out[i] = in.linear(r)
@@ -242,6 +281,42 @@ func (in *instance) repeat(r *backend.Request) {
 		}
 	}
 	_ = r.Sender.Send(nil, true)
+}
+
+// accumulate serves row i of an accumulate batch; ok is READY.
+func (in *instance) accumulate(i int, r *backend.Request) (resp *backend.Response, ok bool) {
+	flag := func(name string, absent bool) bool {
+		for _, t := range r.Inputs {
+			if t.Name == name {
+				return slices.ContainsFunc(t.Data, func(b byte) bool { return b != 0 })
+			}
+		}
+		return absent
+	}
+	key := "row " + strconv.Itoa(i)
+	for _, t := range r.Inputs {
+		if t.Name == "CORRID" {
+			key = "corrid " + string(t.Data)
+		}
+	}
+	if !flag("READY", true) {
+		return &backend.Response{}, false
+	}
+	x := r.Inputs[0]
+	if x.DataType != backend.Int32 || len(x.Data) != 4 {
+		return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "fake accumulate: want one INT32 element")}, true
+	}
+	if flag("START", false) {
+		delete(in.state, key)
+	}
+	sum := in.state[key] + int32(binary.LittleEndian.Uint32(x.Data))
+	if flag("END", false) {
+		delete(in.state, key)
+	} else {
+		in.state[key] = sum
+	}
+	data := binary.LittleEndian.AppendUint32(nil, uint32(sum))
+	return &backend.Response{Outputs: []backend.Tensor{{Name: in.spec.Outputs[0].Name, DataType: backend.Int32, Shape: append([]int64(nil), x.Shape...), Data: data}}}, true
 }
 
 func (in *instance) identity(r *backend.Request) *backend.Response {

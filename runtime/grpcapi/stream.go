@@ -88,19 +88,8 @@ func modelParameters(ps map[string]*pb.InferParameter) map[string]any {
 		if repository.ReservedParameter(k) {
 			continue
 		}
-		var v any
-		switch c := p.GetParameterChoice().(type) {
-		case *pb.InferParameter_BoolParam:
-			v = c.BoolParam
-		case *pb.InferParameter_Int64Param:
-			v = c.Int64Param
-		case *pb.InferParameter_StringParam:
-			v = c.StringParam
-		case *pb.InferParameter_DoubleParam:
-			v = c.DoubleParam
-		case *pb.InferParameter_Uint64Param:
-			v = c.Uint64Param
-		default:
+		v := paramValue(p)
+		if v == nil {
 			continue
 		}
 		if out == nil {
@@ -109,4 +98,32 @@ func modelParameters(ps map[string]*pb.InferParameter) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// sequenceParameters reads the request's correlation id and flags.
+func sequenceParameters(ps map[string]*pb.InferParameter) (backend.Sequence, error) {
+	vals := map[string]any{}
+	for _, k := range []string{"sequence_id", "sequence_start", "sequence_end"} {
+		if p, ok := ps[k]; ok {
+			vals[k] = paramValue(p)
+		}
+	}
+	return repository.SequenceParameters(vals)
+}
+
+// paramValue is an InferParameter's value as a Go value (nil when unset).
+func paramValue(p *pb.InferParameter) any {
+	switch c := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_BoolParam:
+		return c.BoolParam
+	case *pb.InferParameter_Int64Param:
+		return c.Int64Param
+	case *pb.InferParameter_StringParam:
+		return c.StringParam
+	case *pb.InferParameter_DoubleParam:
+		return c.DoubleParam
+	case *pb.InferParameter_Uint64Param:
+		return c.Uint64Param
+	}
+	return nil
 }

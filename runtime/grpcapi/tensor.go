@@ -80,6 +80,11 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 	}
 	if ps := r.GetParameters(); len(ps) > 0 {
 		req.Parameters = modelParameters(ps)
+		seq, err := sequenceParameters(ps)
+		if err != nil {
+			return nil, err
+		}
+		req.Sequence = seq
 	}
 	if outs := r.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]string, len(outs))

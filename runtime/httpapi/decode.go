@@ -104,6 +104,11 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
 	if ir.Parameters.Values != nil {
 		req.Parameters = modelParameters(ir.Parameters.Values)
+		seq, err := repository.SequenceParameters(ir.Parameters.Values)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Sequence = seq
 	}
 	for i := range ir.Inputs {
 		in := &ir.Inputs[i]

@@ -245,6 +245,11 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 	}
 	if len(params) > 0 {
 		req.Parameters = modelParameters(params)
+		seq, err := repository.SequenceParameters(params)
+		if err != nil {
+			return nil, err
+		}
+		req.Sequence = seq
 	}
 	return req, nil
 }

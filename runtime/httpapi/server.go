@@ -41,7 +41,7 @@ const HeaderLength = "Inference-Header-Content-Length"
 const DefaultMaxInputSize = 64 << 20
 
 // Extensions are the protocol extensions this frontend implements.
-var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "logging", "classification", "system_shared_memory", "trace", "parameters"}
+var Extensions = []string{"binary_tensor_data", "model_configuration", "model_repository", "statistics", "schedule_policy", "sequence", "logging", "classification", "system_shared_memory", "trace", "parameters"}
 
 // Options configure a Server.
 type Options struct {

@@ -345,6 +345,11 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		}
 		r.sched.Dynamic = d
 	}
+	if cfg.GetSequenceBatching() != nil {
+		if r.sched.Sequence, err = sequenceConfig(cfg, r.inputs); err != nil {
+			return nil, err
+		}
+	}
 	for i, w := range cfg.GetModelWarmup() {
 		if w.GetBatchSize() < 1 || (cfg.MaxBatchSize > 0 && int32(w.GetBatchSize()) > cfg.MaxBatchSize) || (cfg.MaxBatchSize == 0 && w.GetBatchSize() != 1) {
 			return nil, fmt.Errorf("model_warmup[%d] batch_size %d is outside 1..max(max_batch_size,1)", i, w.GetBatchSize())

@@ -79,12 +79,28 @@ var supportedLeaves = map[string]bool{
 
 	// Responses streamed through Scheduler.Stream (decoupled.go).
 	"model_transaction_policy.decoupled": true,
+
+	// The sequence batcher (scheduler/sequence.go); implicit state and
+	// iterative sequences are not implemented.
+	"sequence_batching.max_sequence_idle_microseconds":         true,
+	"sequence_batching.control_input.name":                     true,
+	"sequence_batching.control_input.control.kind":             true,
+	"sequence_batching.control_input.control.data_type":        true,
+	"sequence_batching.control_input.control.int32_false_true": true,
+	"sequence_batching.control_input.control.fp32_false_true":  true,
+	"sequence_batching.control_input.control.bool_false_true":  true,
+	"sequence_batching.direct.max_queue_delay_microseconds":    true,
+	"sequence_batching.direct.minimum_slot_utilization":        true,
+	"sequence_batching.oldest.max_candidate_sequences":         true,
+	"sequence_batching.oldest.preferred_batch_size":            true,
+	"sequence_batching.oldest.max_queue_delay_microseconds":    true,
+	// One response per request, answered in order per sequence.
+	"sequence_batching.oldest.preserve_ordering": true,
 }
 
 // unsupportedPresence are message fields whose mere presence changes how a
 // model is served, even when empty.
 var unsupportedPresence = map[string]bool{
-	"sequence_batching":   true,
 	"ensemble_scheduling": true,
 }
 

@@ -44,6 +44,9 @@ type Config struct {
 	// Decoupled is model_transaction_policy.decoupled: requests are run
 	// with Stream, and the backend answers through Request.Sender.
 	Decoupled bool
+	// Sequence enables the sequence batcher (sequence.go) instead of the
+	// dynamic batcher; nil for models without sequence_batching.
+	Sequence *Sequence
 }
 
 // Observer receives the durations of one successful request: in the
@@ -89,6 +92,9 @@ type job struct {
 	// sink takes the responses of a request of a decoupled model; such
 	// jobs are answered through it, never through done.
 	sink *stream
+	// null marks the filler of an empty slot of a direct sequence batch:
+	// executed, never answered or counted.
+	null bool
 }
 
 // Scheduler queues and executes the requests of one model version.
@@ -125,6 +131,9 @@ type Scheduler struct {
 	// wait for their backend to finish them (see Stream).
 	openMu sync.Mutex
 	open   map[*stream]struct{}
+
+	// seq routes requests under the sequence batcher; nil otherwise.
+	seq *sequencer
 }
 
 // slot is one worker's executing batch. Once Close abandons it, the jobs
@@ -188,6 +197,18 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	// decides whether the request is still wanted, not whether a batch that
 	// also serves other requests may finish.
 	s.execCtx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Sequence != nil {
+		s.seq = newSequencer(s, cfg.Sequence, len(s.instances), cfg.MaxBatchSize)
+		for i, inst := range s.instances {
+			s.running = append(s.running, &slot{})
+			s.workers.Add(1)
+			go s.workSequence(inst, i, s.running[i])
+		}
+		if cfg.Sequence.MaxIdle > 0 {
+			go s.seq.reap(s.stop)
+		}
+		return s, nil
+	}
 	for i, inst := range s.instances {
 		// Room for two: a worker that took a queued job while being popped
 		// from the idle stack may be popped again before it drains the first.
@@ -280,6 +301,15 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 		return backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
 	}
 	s.queued.Add(1)
+	if s.seq != nil {
+		if err := s.seq.enqueue(j); err != nil {
+			s.queued.Add(-1)
+			s.pending.Add(-1)
+			s.stats.failed(Rejected, time.Since(j.start))
+			return err
+		}
+		return nil
+	}
 	if s.handoff(j) {
 		return nil // an idle worker has it
 	}
@@ -389,6 +419,9 @@ func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 func (s *Scheduler) Config() Config { return s.cfg }
 
 func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
+	if j.null {
+		return
+	}
 	if j.sink != nil {
 		j.sink.end(err)
 		return
@@ -489,7 +522,9 @@ func (s *Scheduler) take(j *job) bool {
 func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int, run *slot) bool {
 	t0 := time.Now()
 	for _, j := range batch {
-		s.stats.queue.add(t0.Sub(j.start))
+		if !j.null {
+			s.stats.queue.add(t0.Sub(j.start))
+		}
 	}
 	run.mu.Lock()
 	run.batch = batch
@@ -520,14 +555,19 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			err = backend.Errorf(backend.Internal, "model '%s' failed: %w", s.cfg.Name, err)
 		}
 		for _, j := range batch {
-			s.stats.failed(reason, t2.Sub(j.start))
-			s.finish(j, nil, err)
+			if !j.null {
+				s.stats.failed(reason, t2.Sub(j.start))
+				s.finish(j, nil, err)
+			}
 		}
 		return true
 	}
 	in, infer := t1.Sub(t0), t2.Sub(t1)
 	s.stats.executed(rows, len(batch), in, infer, t2)
 	for i, j := range batch {
+		if j.null {
+			continue
+		}
 		if tr := j.req.Trace; tr != nil {
 			// Before finish: afterwards the job belongs to its caller.
 			tr.Activity("COMPUTE_START", t0)
@@ -596,6 +636,9 @@ func (s *Scheduler) Close(ctx context.Context) error {
 			s.queued.Add(-1)
 			s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
 		}
+		if s.seq != nil {
+			s.seq.drain(unloaded)
+		}
 		for _, ch := range append([]chan *job{s.queue}, s.handoffs...) {
 			for {
 				select {
@@ -640,6 +683,9 @@ func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
 		}
 		run.mu.Unlock()
 		for _, j := range batch {
+			if j.null {
+				continue
+			}
 			s.stats.failed(Other, time.Since(j.start))
 			s.finish(j, nil, backend.Errorf(backend.Unavailable,
 				"model '%s' version %d was unloaded while this request was executing on instance %d, which did not return in time", s.cfg.Name, s.cfg.Version, i))

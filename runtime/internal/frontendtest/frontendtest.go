@@ -75,6 +75,46 @@ input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }]
 output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
 parameters { key: "fake_mode" value { string_value: "repeat" } }
 `
+	// SeqDirect is a stateful model under the sequence batcher's direct
+	// strategy (the fake backend's accumulate mode, state per slot): OUT
+	// is the sum of the sequence's IN values so far. Sequences idle for
+	// 200 ms are released.
+	SeqDirect = `
+backend: "fake"
+max_batch_size: 4
+input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+sequence_batching {
+  max_sequence_idle_microseconds: 200000
+  direct { }
+  control_input [
+    { name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] },
+    { name: "END" control [{ kind: CONTROL_SEQUENCE_END fp32_false_true: [0, 1] }] },
+    { name: "READY" control [{ kind: CONTROL_SEQUENCE_READY bool_false_true: [false, true] }] }
+  ]
+}
+instance_group [{ count: 2 }]
+parameters { key: "fake_mode" value { string_value: "accumulate" } }
+parameters { key: "fake_delay_us" value { string_value: "300" } }
+`
+	// SeqOldest is SeqDirect under the oldest strategy, its state kept
+	// per correlation id, which it is fed as a STRING CORRID.
+	SeqOldest = `
+backend: "fake"
+max_batch_size: 4
+input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+sequence_batching {
+  max_sequence_idle_microseconds: 200000
+  oldest { max_candidate_sequences: 8 max_queue_delay_microseconds: 1000 }
+  control_input [
+    { name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] },
+    { name: "CORRID" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING }] }
+  ]
+}
+parameters { key: "fake_mode" value { string_value: "accumulate" } }
+parameters { key: "fake_delay_us" value { string_value: "300" } }
+`
 	// Classes is Linear with class labels (ClassLabels) on its output, for
 	// the classification extension.
 	Classes = `
