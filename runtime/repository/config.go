@@ -255,6 +255,13 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	}
 	r := &resolved{ModelConfig: cfg}
 	switch {
+	case cfg.Platform == ensemblePlatform:
+		if cfg.Backend != "" {
+			return nil, fmt.Errorf("unexpected 'platform' and 'backend' pair, got:%s, %s", cfg.Platform, cfg.Backend)
+		}
+		r.backendName = ensemblePlatform
+	case cfg.GetEnsembleScheduling() != nil:
+		return nil, fmt.Errorf("ensemble_scheduling is only for models with platform \"ensemble\", not '%s'", cfg.Name)
 	case cfg.Backend != "":
 		r.backendName = cfg.Backend
 		if cfg.Platform != "" {
@@ -280,11 +287,13 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	if r.platform == "" {
 		r.platform = r.backendName
 	}
-	be, ok := m.opts.Backends[r.backendName]
-	if !ok {
-		return nil, backend.Errorf(backend.Unsupported, "backend '%s' is not available in this server", r.backendName)
+	if r.backendName != ensemblePlatform {
+		be, ok := m.opts.Backends[r.backendName]
+		if !ok {
+			return nil, backend.Errorf(backend.Unsupported, "backend '%s' is not available in this server", r.backendName)
+		}
+		r.backend = be
 	}
-	r.backend = be
 
 	if cfg.MaxBatchSize < 0 {
 		return nil, fmt.Errorf("max_batch_size must be >= 0, got %d", cfg.MaxBatchSize)
@@ -326,9 +335,17 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		return nil, fmt.Errorf("%d instances requested; at most %d per model", r.sched.Instances, MaxInstances)
 	}
 	r.sched.Instances = max(r.sched.Instances, 1)
+	if r.backendName == ensemblePlatform {
+		if r.backend, err = m.validateEnsemble(cfg, r.inputs, r.outputs); err != nil {
+			return nil, err
+		}
+		// Triton's ensembles have no instance groups.
+		cfg.InstanceGroup = nil
+		r.sched.Instances = ensembleInstances
+	}
 	r.sched.Decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	if r.sched.Decoupled {
-		if d, ok := be.(backend.DecoupledSupporter); !ok || !d.SupportsDecoupled() {
+		if d, ok := r.backend.(backend.DecoupledSupporter); !ok || !d.SupportsDecoupled() {
 			return nil, backend.Errorf(backend.Unsupported, "backend '%s' does not support models with decoupled transaction policy", r.backendName)
 		}
 	}

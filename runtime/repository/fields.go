@@ -94,14 +94,13 @@ var supportedLeaves = map[string]bool{
 	"sequence_batching.oldest.max_candidate_sequences":         true,
 	"sequence_batching.oldest.preferred_batch_size":            true,
 	"sequence_batching.oldest.max_queue_delay_microseconds":    true,
+	// Ensembles (ensemble.go).
+	"ensemble_scheduling.step.model_name":    true,
+	"ensemble_scheduling.step.model_version": true,
+	"ensemble_scheduling.step.input_map":     true,
+	"ensemble_scheduling.step.output_map":    true,
 	// One response per request, answered in order per sequence.
 	"sequence_batching.oldest.preserve_ordering": true,
-}
-
-// unsupportedPresence are message fields whose mere presence changes how a
-// model is served, even when empty.
-var unsupportedPresence = map[string]bool{
-	"ensemble_scheduling": true,
 }
 
 // checkSupported walks every field set in cfg and reports the first one the
@@ -116,10 +115,6 @@ func walkSet(m protoreflect.Message, prefix string) error {
 		path := string(fd.Name())
 		if prefix != "" {
 			path = prefix + "." + path
-		}
-		if unsupportedPresence[path] {
-			err = &UnsupportedError{Field: path}
-			return false
 		}
 		if supportedLeaves[path] {
 			return true

@@ -228,6 +228,17 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Ensembles load after the models they are made of (Triton loads
+	// dependencies first); an ensemble of ensembles after those.
+	var plain, ensembles []string
+	for _, n := range names {
+		if m.isEnsemble(n) {
+			ensembles = append(ensembles, n)
+		} else {
+			plain = append(plain, n)
+		}
+	}
+	names = append(plain, m.ensembleOrder(ensembles)...)
 	var errs []error
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {

@@ -115,6 +115,30 @@ sequence_batching {
 parameters { key: "fake_mode" value { string_value: "accumulate" } }
 parameters { key: "fake_delay_us" value { string_value: "300" } }
 `
+	// Stage2 is a second linear model (rows of 3 to rows of 2), so that
+	// Chain can feed it Linear's output.
+	Stage2 = `
+backend: "fake"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [3] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]
+`
+	// Chain is an ensemble of the models named "linear" (Linear) and
+	// "stage2" (Stage2): OUT = fake.Linear(fake.Linear(IN, 4, 3), 3, 2),
+	// with the intermediate tensor MID also an output.
+	Chain = `
+platform: "ensemble"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }]
+output [
+  { name: "OUT" data_type: TYPE_FP32 dims: [2] },
+  { name: "MID" data_type: TYPE_FP32 dims: [3] }
+]
+ensemble_scheduling { step [
+  { model_name: "stage2" model_version: -1 input_map { key: "INPUT__0" value: "MID" } output_map { key: "OUTPUT__0" value: "OUT" } },
+  { model_name: "linear" model_version: 1 input_map { key: "INPUT__0" value: "IN" } output_map { key: "OUTPUT__0" value: "MID" } }
+] }
+`
 	// Classes is Linear with class labels (ClassLabels) on its output, for
 	// the classification extension.
 	Classes = `
