@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	inference "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
@@ -450,6 +453,69 @@ func TestPythonExampleCustomMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestPythonResponseParametersAndErrorCodes: InferenceResponse(parameters=
+// ...) reaches clients as the HTTP response's "parameters" object and as
+// ModelInferResponse.parameters (bool, int64 and string), the request's
+// own parameters included; and each TritonError code a response carries
+// reaches the client as Triton maps it (HTTP status, gRPC code) with the
+// model's message.
+func TestPythonResponseParametersAndErrorCodes(t *testing.T) {
+	s := startExamples(t, []string{"status_params"})
+	code, out := s.inferHTTP(t, "status_params", map[string]any{
+		"parameters": map[string]any{"echo": "hello", "n": 7},
+		"inputs":     []jsonTensor{{Name: "CODE", Datatype: "INT32", Shape: []int64{1}, Data: []int32{-1}}}})
+	if code != 200 {
+		t.Fatalf("HTTP: %d %+v", code, out)
+	}
+	want := map[string]any{"echo": "hello", "n": 7.0, "answered": true, "count": 3.0, "big": float64(1 << 40), "word": "ok"}
+	if len(out.Parameters) != len(want) {
+		t.Errorf("HTTP parameters %v, want %v", out.Parameters, want)
+	}
+	for k, v := range want {
+		if out.Parameters[k] != v {
+			t.Errorf("HTTP parameter %s = %v (%T), want %v", k, out.Parameters[k], out.Parameters[k], v)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := func(c int32) *inference.ModelInferRequest {
+		return &inference.ModelInferRequest{ModelName: "status_params",
+			Parameters: map[string]*inference.InferParameter{
+				"echo": {ParameterChoice: &inference.InferParameter_StringParam{StringParam: "hello"}},
+				"n":    {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: 7}}},
+			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "CODE", Datatype: "INT32", Shape: []int64{1}}},
+			RawInputContents: [][]byte{binary.LittleEndian.AppendUint32(nil, uint32(c))}}
+	}
+	resp, err := s.client().ModelInfer(ctx, req(-1))
+	if err != nil {
+		t.Fatalf("gRPC: %v", err)
+	}
+	ps := resp.GetParameters()
+	if ps["echo"].GetStringParam() != "hello" || ps["n"].GetInt64Param() != 7 || !ps["answered"].GetBoolParam() ||
+		ps["count"].GetInt64Param() != 3 || ps["big"].GetInt64Param() != 1<<40 || ps["word"].GetStringParam() != "ok" || len(ps) != 6 {
+		t.Errorf("gRPC parameters %v", ps)
+	}
+
+	// pb_utils.TritonError's codes in order: UNKNOWN, INTERNAL, NOT_FOUND,
+	// INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED.
+	wantHTTP := []int{400, 500, 404, 400, 503, 501, 400, 400}
+	wantGRPC := []codes.Code{codes.Unknown, codes.Internal, codes.NotFound, codes.InvalidArgument,
+		codes.Unavailable, codes.Unimplemented, codes.AlreadyExists, codes.Canceled}
+	for c := range wantHTTP {
+		msg := fmt.Sprintf("asked for code %d", c)
+		code, out := s.inferHTTP(t, "status_params", map[string]any{
+			"inputs": []jsonTensor{{Name: "CODE", Datatype: "INT32", Shape: []int64{1}, Data: []int32{int32(c)}}}})
+		if code != wantHTTP[c] || !strings.Contains(out.Error, msg) {
+			t.Errorf("code %d over HTTP: %d %q, want %d with %q", c, code, out.Error, wantHTTP[c], msg)
+		}
+		_, err := s.client().ModelInfer(ctx, req(int32(c)))
+		if st, _ := status.FromError(err); st.Code() != wantGRPC[c] || !strings.Contains(st.Message(), msg) {
+			t.Errorf("code %d over gRPC: %v, want %v with %q", c, err, wantGRPC[c], msg)
 		}
 	}
 }

@@ -208,7 +208,7 @@ func typedData(name string, dt backend.DataType, c *pb.InferTensorContents) ([]b
 // model's order, when it named none) as raw_output_contents. The output
 // data is handed to GRPC without a copy.
 func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.Response, shm *sharedmem.Registry) (*pb.ModelInferResponse, error) {
-	out := &pb.ModelInferResponse{ModelName: m.Name, ModelVersion: m.VersionString(), Id: r.GetId()}
+	out := &pb.ModelInferResponse{ModelName: m.Name, ModelVersion: m.VersionString(), Id: r.GetId(), Parameters: responseParameters(resp.Parameters)}
 	add := func(t *backend.Tensor) {
 		out.Outputs = append(out.Outputs, &pb.ModelInferResponse_InferOutputTensor{
 			Name: t.Name, Datatype: string(t.DataType), Shape: t.Shape,
@@ -263,6 +263,35 @@ func encodeResponse(m *repository.Model, r *pb.ModelInferRequest, resp *backend.
 		add(&outs[i])
 	}
 	return out, nil
+}
+
+// responseParameters converts a response's parameters (a python model's
+// InferenceResponse(parameters=...)) to InferParameters; nil when it has
+// none.
+func responseParameters(ps map[string]any) map[string]*pb.InferParameter {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make(map[string]*pb.InferParameter, len(ps))
+	for k, v := range ps {
+		var p *pb.InferParameter
+		switch x := v.(type) {
+		case bool:
+			p = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}
+		case int64:
+			p = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: x}}
+		case uint64:
+			p = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: x}}
+		case string:
+			p = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: x}}
+		case float64:
+			p = &pb.InferParameter{ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: x}}
+		default:
+			continue
+		}
+		out[k] = p
+	}
+	return out
 }
 
 // classCount is the classification extension's count for a requested

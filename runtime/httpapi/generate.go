@@ -208,7 +208,7 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 				return nil, backend.Errorf(backend.InvalidArg, "generate request 'parameters' must be an object: %w", err)
 			}
 			for k, v := range ps {
-				if p := paramValue(v); p != nil {
+				if p := backend.JSONParameter(v); p != nil {
 					params[k] = p
 				}
 			}
@@ -220,7 +220,7 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 			d := json.NewDecoder(bytes.NewReader(raw))
 			d.UseNumber()
 			if err := d.Decode(&v); err == nil {
-				if p := paramValue(v); p != nil {
+				if p := backend.JSONParameter(v); p != nil {
 					params[name] = p
 				}
 			}
@@ -252,26 +252,6 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 		req.Sequence = seq
 	}
 	return req, nil
-}
-
-// paramValue converts a decoded JSON value to a parameter value (nil for
-// objects, arrays and null, which are not parameters).
-func paramValue(v any) any {
-	switch x := v.(type) {
-	case string, bool:
-		return x
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
-			return u
-		}
-		if f, err := x.Float64(); err == nil {
-			return f
-		}
-	}
-	return nil
 }
 
 // jsonShape is the shape of a JSON value: [1] for a scalar, the lengths

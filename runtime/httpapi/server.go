@@ -14,7 +14,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -587,7 +589,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			binary = append(binary, req.Parameters.BinaryDataOutput)
 		}
 	}
-	if err := checkRendered(m, req, selected, binary); err != nil {
+	if err := checkRendered(m, req, resp, selected, binary); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -604,7 +606,12 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	b = appendJSONString(b, []byte(m.Name))
 	b = append(b, `,"model_version":"`...)
 	b = strconv.AppendInt(b, m.Version, 10)
-	b = append(b, `","outputs":[`...)
+	b = append(b, '"')
+	if len(resp.Parameters) > 0 {
+		b = append(b, `,"parameters":`...)
+		b = appendParameters(b, resp.Parameters)
+	}
+	b = append(b, `,"outputs":[`...)
 	var binLen int
 	for i, t := range selected {
 		if i > 0 {
@@ -683,17 +690,64 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	}
 }
 
+// appendParameters appends response parameters as a JSON object, keys in
+// sorted order so that equal responses render equally.
+func appendParameters(b []byte, params map[string]any) []byte {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	n := 0
+	for _, k := range keys {
+		start := len(b)
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, []byte(k))
+		b = append(b, ':')
+		switch v := params[k].(type) {
+		case string:
+			b = appendJSONString(b, []byte(v))
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				b = b[:start] // JSON has no spelling for them
+				continue
+			}
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		default:
+			b = b[:start]
+			continue
+		}
+		n++
+	}
+	return append(b, '}')
+}
+
 // checkRendered bounds the rendered response before it is built: JSON
 // text can take several times the bytes of the tensor it spells out, so
 // the worst case of each output's rendering (binary parts exactly) must
 // stay within the model's response limit.
-func checkRendered(m *repository.Model, req *inferRequest, selected []*backend.Tensor, binary []bool) error {
+func checkRendered(m *repository.Model, req *inferRequest, resp *backend.Response, selected []*backend.Tensor, binary []bool) error {
 	limit := m.MaxResponse()
 	if limit <= 0 {
 		return nil
 	}
 	// Fixed members, the id and the model name, escaped at worst.
 	bound := 128 + 6*int64(len(req.ID)+len(m.Name))
+	for k, v := range resp.Parameters {
+		bound += 32 + 6*int64(len(k))
+		if s, ok := v.(string); ok {
+			bound += 6 * int64(len(s))
+		}
+	}
 	for i, t := range selected {
 		bound += 96 + 6*int64(len(t.Name)) + 21*int64(len(t.Shape))
 		if binary[i] {

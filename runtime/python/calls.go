@@ -120,13 +120,13 @@ type callMsg struct {
 
 	// "resp": one response of a decoupled request (rk), tensors in the
 	// payload.
-	RK     uint64         `json:"rk"`
-	Final  bool           `json:"final"`
-	Empty  bool           `json:"empty"`
-	Err    string         `json:"err"`
-	Code   *int           `json:"code"`
-	Out    []wireTensor   `json:"out"`
-	Params map[string]any `json:"params"`
+	RK     uint64                 `json:"rk"`
+	Final  bool                   `json:"final"`
+	Empty  bool                   `json:"empty"`
+	Err    string                 `json:"err"`
+	Code   *int                   `json:"code"`
+	Out    []wireTensor           `json:"out"`
+	Params backend.JSONParameters `json:"params"`
 
 	// "bls": an inference request on another model, inputs in the payload.
 	Model     string       `json:"model"`

@@ -274,11 +274,11 @@ type execReply struct {
 	Shm   int    `json:"shm"`
 	Err   string `json:"err"`
 	Resps []struct {
-		Err    string         `json:"err"`
-		Code   *int           `json:"code"`
-		Out    []wireTensor   `json:"out"`
-		Params map[string]any `json:"params"`
-		None   bool           `json:"none"` // decoupled: execute returned no response for it
+		Err    string                 `json:"err"`
+		Code   *int                   `json:"code"`
+		Out    []wireTensor           `json:"out"`
+		Params backend.JSONParameters `json:"params"`
+		None   bool                   `json:"none"` // decoupled: execute returned no response for it
 	} `json:"resps"`
 }
 
