@@ -57,6 +57,7 @@ type config struct {
 	modelControlMode  string
 	pollSecs          int
 	loadModels        []string
+	cacheSize         int64 // --cache-config local,size=N; 0: no response cache
 
 	// What one client or model can hold of the server: every bound is
 	// here, parsed in parseLimits, and handed to the frontends' and the
@@ -160,9 +161,6 @@ func splitBoolArgs(fs *flag.FlagSet, args []string) []string {
 // reason given when a command line uses one (instead of Go's "flag
 // provided but not defined").
 var refusedFlags = map[string]string{
-	"cache-config":                     "the response cache is not supported by this server",
-	"cache-directory":                  "the response cache is not supported by this server",
-	"response-cache-byte-size":         "the response cache is not supported by this server",
 	"repoagent-directory":              "repository agents are not supported by this server",
 	"rate-limit":                       "the rate limiter is not supported by this server",
 	"rate-limit-resource":              "the rate limiter is not supported by this server",
@@ -352,6 +350,29 @@ func (b backendConfigFlag) Set(s string) error {
 	return nil
 }
 
+// setCacheConfig takes one --cache-config=<cache>,<key>=<value>. Only
+// Triton's local cache exists here; its one setting is size, in bytes (0
+// means no cache, as the deprecated --response-cache-byte-size's default).
+func (c *config) setCacheConfig(s string) error {
+	name, kv, ok := strings.Cut(s, ",")
+	k, v, ok2 := strings.Cut(kv, "=")
+	if !ok || !ok2 || name == "" || k == "" {
+		return fmt.Errorf("want <cache>,<key>=<value>, got %q", s)
+	}
+	if name != "local" {
+		return fmt.Errorf("cache implementation %q is not available: this server has only the local cache", name)
+	}
+	if k != "size" {
+		return fmt.Errorf("unknown local cache setting %q (the local cache takes size=<bytes>)", k)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("local cache size must be a number of bytes, got %q", v)
+	}
+	c.cacheSize = n
+	return nil
+}
+
 // parseFlags parses args (without the program name). --help prints the
 // usage to out and returns flag.ErrHelp.
 // dropProgramName drops a leading "tritonserver" (or a path to it) from
@@ -417,6 +438,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.modelControlMode, "model-control-mode", "none", "model control mode: none (load everything at startup), poll (follow repository changes every --repository-poll-secs) or explicit (load and unload on request; --load-model at startup)")
 	fs.IntVar(&c.pollSecs, "repository-poll-secs", 15, "seconds between repository polls (poll mode)")
 	fs.Var(listFlag{&c.loadModels}, "load-model", "model to load at startup (explicit mode; repeatable; * loads every model)")
+	fs.Var(funcFlag(c.setCacheConfig), "cache-config", "response cache setting <cache>,<key>=<value>: local,size=<bytes> (repeatable; the local cache is the one built in)")
+	fs.Var(funcFlag(func(v string) error { return c.setCacheConfig("local,size=" + v) }), "response-cache-byte-size", "deprecated: --cache-config local,size=<bytes>")
+	fs.String("cache-directory", "/opt/tritonserver/caches", "accepted for Triton's command lines; the local cache is built into this binary, so no directory is searched")
 	lim := addLimitFlags(fs)
 	var tf traceFlags
 	tf.add(fs)

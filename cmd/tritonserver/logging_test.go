@@ -51,7 +51,9 @@ func TestTritonBooleanFlags(t *testing.T) {
 		}
 	}
 	for flagName, why := range map[string]string{
-		"--cache-config=local,size=1048576":           "--cache-config is not supported: the response cache",
+		"--cache-config=redis,host=localhost":         "cache implementation \"redis\" is not available",
+		"--cache-config=local,size=lots":              "local cache size must be a number of bytes",
+		"--cache-config=local,bytes=1":                "unknown local cache setting \"bytes\"",
 		"--model-namespacing=true":                    "--model-namespacing=true is not supported",
 		"--grpc-use-ssl=true":                         "--grpc-use-ssl is not supported: TLS",
 		"--rate-limit=execution_count":                "--rate-limit is not supported",

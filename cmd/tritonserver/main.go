@@ -111,8 +111,15 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	if sums != nil {
 		observer = sums.Observer
 	}
+	var cache *scheduler.Cache
+	if cfg.cacheSize > 0 {
+		var err error
+		if cache, err = scheduler.NewCache(cfg.cacheSize); err != nil {
+			return err
+		}
+	}
 	mgr, err := repository.New(repository.Options{
-		Observer:     observer,
+		Observer: observer, Cache: cache,
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,

@@ -177,3 +177,26 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]`
 		t.Fatal("server did not shut down")
 	}
 }
+
+func TestFlagsCacheConfig(t *testing.T) {
+	for args, want := range map[string]int64{
+		"":                                  0,
+		"--cache-config=local,size=1048576": 1048576,
+		"--response-cache-byte-size=4096":   4096,
+		"--cache-config=local,size=0":       0,
+	} {
+		a := []string{"--model-repository=/m", "--cache-directory=/opt/tritonserver/caches"}
+		if args != "" {
+			a = append(a, args)
+		}
+		c, err := parseFlags(a, io.Discard)
+		if err != nil || c.cacheSize != want {
+			t.Errorf("%s: size %v, %v; want %d", args, c, err, want)
+		}
+	}
+	// Triton's two-argument spelling.
+	c, err := parseFlags([]string{"--model-repository=/m", "--cache-config", "local,size=2048"}, io.Discard)
+	if err != nil || c.cacheSize != 2048 {
+		t.Errorf("--cache-config local,size=2048: %v", err)
+	}
+}

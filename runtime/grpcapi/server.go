@@ -388,7 +388,7 @@ func (s *Server) ModelStatistics(_ context.Context, r *pb.ModelStatisticsRequest
 			InferenceStats: &pb.InferStatistics{
 				Success: dur(st.Success), Fail: dur(st.Fail), Queue: dur(st.Queue),
 				ComputeInput: dur(st.ComputeInput), ComputeInfer: dur(st.ComputeInfer), ComputeOutput: dur(st.ComputeOutput),
-				CacheHit: &pb.StatisticDuration{}, CacheMiss: &pb.StatisticDuration{},
+				CacheHit: dur(st.CacheHit), CacheMiss: dur(st.CacheMiss),
 			},
 		}
 		for _, b := range st.Batches {

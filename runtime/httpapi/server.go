@@ -358,6 +358,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 			InferenceStats: inferenceStatsJSON{
 				Success: st.Success, Fail: st.Fail, Queue: st.Queue,
 				ComputeInput: st.ComputeInput, ComputeInfer: st.ComputeInfer, ComputeOutput: st.ComputeOutput,
+				CacheHit: st.CacheHit, CacheMiss: st.CacheMiss,
 			},
 			BatchStats: st.Batches, MemoryUsage: []struct{}{},
 		}

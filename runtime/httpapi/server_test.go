@@ -134,7 +134,7 @@ func TestHealthAndServerMetadata(t *testing.T) {
 		t.Errorf("extensions: %s", b)
 	}
 	// A model that failed to load makes a strict server unready.
-	e2 := newEnv(t, map[string]string{"linear": frontendtest.Linear, "bad": frontendtest.Linear + "response_cache { enable: true }"}, 0)
+	e2 := newEnv(t, map[string]string{"linear": frontendtest.Linear, "bad": frontendtest.Linear + "optimization { graph { level: 1 } }"}, 0)
 	if r, _ := e2.do(t, "GET", "/v2/health/ready", nil, nil); r.StatusCode != 400 {
 		t.Errorf("ready with a failed model: %d", r.StatusCode)
 	}

@@ -61,6 +61,8 @@ type modelCollector struct {
 	success, failure, count, exec             *prometheus.Desc
 	reqDur, queueDur, inDur, inferDur, outDur *prometheus.Desc
 	pending                                   *prometheus.Desc
+	// Triton's per-model response cache metrics, for models that cache.
+	cacheHits, cacheMisses, cacheHitDur, cacheMissDur *prometheus.Desc
 }
 
 func newModelCollector(models Models, latencies bool) *modelCollector {
@@ -77,11 +79,17 @@ func newModelCollector(models Models, latencies bool) *modelCollector {
 		inferDur: d("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)"),
 		outDur:   d("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
 		pending:  d("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model."),
+
+		cacheHits:    d("nv_cache_num_hits_per_model", "Number of cache hits per model"),
+		cacheMisses:  d("nv_cache_num_misses_per_model", "Number of cache misses per model"),
+		cacheHitDur:  d("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds"),
+		cacheMissDur: d("nv_cache_miss_duration_per_model", "Total cache miss (lookup and insertion) duration per model, in microseconds"),
 	}
 }
 
 func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.success, c.failure, c.count, c.exec, c.reqDur, c.queueDur, c.inDur, c.inferDur, c.outDur, c.pending} {
+	for _, d := range []*prometheus.Desc{c.success, c.failure, c.count, c.exec, c.reqDur, c.queueDur, c.inDur, c.inferDur, c.outDur, c.pending,
+		c.cacheHits, c.cacheMisses, c.cacheHitDur, c.cacheMissDur} {
 		ch <- d
 	}
 }
@@ -100,6 +108,11 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.count, float64(st.InferenceCount))
 		counter(c.exec, float64(st.ExecutionCount))
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(m.Scheduler.Queued()), m.Name, v)
+		caching := m.Scheduler.Caching()
+		if caching {
+			counter(c.cacheHits, float64(st.CacheHit.Count))
+			counter(c.cacheMisses, float64(st.CacheMiss.Count))
+		}
 		if !c.latencies {
 			continue
 		}
@@ -108,6 +121,10 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.inDur, float64(st.ComputeInput.Ns)/1e3)
 		counter(c.inferDur, float64(st.ComputeInfer.Ns)/1e3)
 		counter(c.outDur, float64(st.ComputeOutput.Ns)/1e3)
+		if caching {
+			counter(c.cacheHitDur, float64(st.CacheHit.Ns)/1e3)
+			counter(c.cacheMissDur, float64(st.CacheMiss.Ns)/1e3)
+		}
 	}
 }
 

@@ -349,6 +349,17 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 			return nil, backend.Errorf(backend.Unsupported, "backend '%s' does not support models with decoupled transaction policy", r.backendName)
 		}
 	}
+	if cfg.GetResponseCache().GetEnable() {
+		if r.sched.Decoupled {
+			return nil, backend.Errorf(backend.InvalidArg, "Response Cache does not currently support model %s with 'decoupled' transaction policy. Please disable the response cache.", cfg.Name)
+		}
+		// Triton caches neither sequence models nor the top-level requests
+		// of ensembles (their steps may cache); without --cache-config the
+		// setting has nothing to use.
+		if cfg.GetSequenceBatching() == nil && r.backendName != ensemblePlatform {
+			r.sched.Cache = m.opts.Cache
+		}
+	}
 	if db := cfg.GetDynamicBatching(); db != nil {
 		d := &scheduler.Dynamic{
 			MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,

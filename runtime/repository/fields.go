@@ -99,6 +99,8 @@ var supportedLeaves = map[string]bool{
 	"ensemble_scheduling.step.model_version": true,
 	"ensemble_scheduling.step.input_map":     true,
 	"ensemble_scheduling.step.output_map":    true,
+	// The response cache (scheduler.Cache), with --cache-config.
+	"response_cache.enable": true,
 	// One response per request, answered in order per sequence.
 	"sequence_batching.oldest.preserve_ordering": true,
 }

@@ -83,6 +83,9 @@ type Options struct {
 	// Observer, when not nil, gives each loaded version's scheduler the
 	// observer of its successful requests' durations (latency summaries).
 	Observer func(model string, version int64) scheduler.Observer
+	// Cache is the response cache (--cache-config) of the models whose
+	// configuration enables response_cache; nil caches nothing.
+	Cache *scheduler.Cache
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }

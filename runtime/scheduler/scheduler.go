@@ -47,6 +47,10 @@ type Config struct {
 	// Sequence enables the sequence batcher (sequence.go) instead of the
 	// dynamic batcher; nil for models without sequence_batching.
 	Sequence *Sequence
+	// Cache, when not nil, answers repeated requests without running the
+	// model (response_cache with --cache-config; cache.go). It is shared
+	// by every model that uses it; decoupled and sequence models get none.
+	Cache *Cache
 }
 
 // Observer receives the durations of one successful request: in the
@@ -251,10 +255,20 @@ func runWarmup(ctx context.Context, inst backend.Instance, w *Warmup, decoupled 
 // *backend.Error (or the context's error) when the request was rejected or
 // failed; otherwise the response's own Err is nil.
 func (s *Scheduler) Infer(ctx context.Context, req *backend.Request) (*backend.Response, error) {
-	start := time.Now()
 	if s.cfg.Decoupled {
 		return nil, backend.Errorf(backend.Unsupported, "model '%s' uses the decoupled transaction policy: its responses can only be streamed", s.cfg.Name)
 	}
+	if s.cfg.Cache != nil && s.seq == nil {
+		return s.inferCached(ctx, req)
+	}
+	return s.infer(ctx, req)
+}
+
+// Caching reports whether the scheduler answers from a response cache.
+func (s *Scheduler) Caching() bool { return s.cfg.Cache != nil && s.seq == nil && !s.cfg.Decoupled }
+
+func (s *Scheduler) infer(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+	start := time.Now()
 	rows, err := s.rows(req)
 	if err != nil {
 		return nil, err

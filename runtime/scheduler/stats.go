@@ -36,7 +36,11 @@ type Stats struct {
 	ComputeInput   Duration
 	ComputeInfer   Duration
 	ComputeOutput  Duration
-	Batches        []BatchStats // only sizes that ran, ascending
+	// CacheHit and CacheMiss count the requests answered from the
+	// response cache (with their lookup time) and those that were not
+	// (with their lookup and insertion time).
+	CacheHit, CacheMiss Duration
+	Batches             []BatchStats // only sizes that ran, ascending
 	// Failures counts the failed requests (Fail.Count) by reason,
 	// indexed by FailureReason.
 	Failures [numReasons]uint64
@@ -81,6 +85,7 @@ type stats struct {
 	success, fail, queue             counter
 	reasons                          [numReasons]atomic.Uint64
 	computeIn, computeInfer, compOut counter
+	cacheHit, cacheMiss              counter
 	batch                            []batchCounters // index = batch size
 	bigMu                            sync.Mutex
 	big                              map[int]*batchCounters
@@ -141,6 +146,8 @@ func (s *Scheduler) Stats() Stats {
 		ComputeInput:   st.computeIn.load(),
 		ComputeInfer:   st.computeInfer.load(),
 		ComputeOutput:  st.compOut.load(),
+		CacheHit:       st.cacheHit.load(),
+		CacheMiss:      st.cacheMiss.load(),
 	}
 	for i := range st.reasons {
 		out.Failures[i] = st.reasons[i].Load()
