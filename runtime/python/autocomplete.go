@@ -65,9 +65,10 @@ func (b *Backend) AutoComplete(ctx context.Context, req backend.AutoCompleteRequ
 	}
 	defer func() { _ = shm.close() }()
 	log := b.opts.Logger.With("model", cfg.Name, "version", version, "auto_complete_config", true)
+	logLim := newLogLimit(p.set.logBytesPerSec)
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: p.env.Interpreter, script: p.script, dir: req.VersionDir, env: p.environ, shm: shm,
-		stdout: &lineLogger{log: log}, stderr: &lineLogger{log: log}, timeout: p.set.stubTimeout,
+		stdout: &lineLogger{log: log, limit: logLim}, stderr: &lineLogger{log: log, limit: logLim}, timeout: p.set.stubTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("python stub with %s: %w", p.env.Interpreter, err)

@@ -108,14 +108,15 @@ type initReply struct {
 // start launches a stub and initializes the model in it. Callers hold mu
 // (or own the Instance exclusively, during load).
 func (in *Instance) start(ctx context.Context) error {
+	logLim := newLogLimit(in.set.logBytesPerSec)
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: in.env.Interpreter,
 		script:      in.script,
 		dir:         in.spec.VersionDir,
 		env:         in.environ,
 		shm:         in.shm,
-		stdout:      &lineLogger{log: in.log},
-		stderr:      &lineLogger{log: in.log},
+		stdout:      &lineLogger{log: in.log, limit: logLim},
+		stderr:      &lineLogger{log: in.log, limit: logLim},
 		timeout:     in.set.stubTimeout,
 	})
 	if err != nil {

@@ -85,6 +85,11 @@ const (
 	// A sleeping reader's CPU may go idle, and waking an idle virtual
 	// CPU costs tens of microseconds per message; 0 turns polling off.
 	KeyPollMicros = "poll-microseconds"
+	// KeyLogBytesPerSec bounds the bytes per second of a stub's stdout and
+	// stderr that reach the server log (DefaultLogBytesPerSec, with one
+	// second's worth as a burst); lines over it are dropped and counted in
+	// a warning. 0 turns the bound off.
+	KeyLogBytesPerSec = "stub-log-bytes-per-sec"
 )
 
 // Defaults for Options fields left zero.
@@ -96,6 +101,7 @@ const (
 	DefaultShmSize           = 1 << 20
 	DefaultPoll              = 100 * time.Microsecond
 	DefaultEnvMaxBytes       = 16 << 30 // a torch env is a few GiB
+	DefaultLogBytesPerSec    = 1 << 20
 )
 
 // Options configures the backend. Zero values select the defaults.
@@ -192,6 +198,7 @@ type settings struct {
 	envRoots          []string
 	envMaxBytes       int64
 	poll              time.Duration // 0: none
+	logBytesPerSec    int64         // 0: none
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -205,6 +212,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		envRoots:          b.opts.EnvRoots,
 		envMaxBytes:       DefaultEnvMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
+		logBytesPerSec:    DefaultLogBytesPerSec,
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -262,6 +270,12 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				err = fmt.Errorf("backend config python,%s=%q: want microseconds from 0 to 1000000", k, v)
 			}
 			s.poll = time.Duration(n) * time.Microsecond
+		case KeyLogBytesPerSec:
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n < 0 {
+				err = fmt.Errorf("backend config python,%s=%q: want a byte count >= 0", k, v)
+			}
+			s.logBytesPerSec = n
 		}
 		if err != nil {
 			return s, err
