@@ -15,6 +15,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
@@ -58,6 +59,8 @@ type config struct {
 	pollSecs          int
 	loadModels        []string
 	cacheSize         int64 // --cache-config local,size=N; 0: no response cache
+	rateLimit         string
+	rateResources     []string
 
 	// What one client or model can hold of the server: every bound is
 	// here, parsed in parseLimits, and handed to the frontends' and the
@@ -162,8 +165,6 @@ func splitBoolArgs(fs *flag.FlagSet, args []string) []string {
 // provided but not defined").
 var refusedFlags = map[string]string{
 	"repoagent-directory":              "repository agents are not supported by this server",
-	"rate-limit":                       "the rate limiter is not supported by this server",
-	"rate-limit-resource":              "the rate limiter is not supported by this server",
 	"cuda-memory-pool-byte-size":       "this server has no GPU support",
 	"cuda-virtual-address-size":        "this server has no GPU support",
 	"min-supported-compute-capability": "this server has no GPU support",
@@ -441,6 +442,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(funcFlag(c.setCacheConfig), "cache-config", "response cache setting <cache>,<key>=<value>: local,size=<bytes> (repeatable; the local cache is the one built in)")
 	fs.Var(funcFlag(func(v string) error { return c.setCacheConfig("local,size=" + v) }), "response-cache-byte-size", "deprecated: --cache-config local,size=<bytes>")
 	fs.String("cache-directory", "/opt/tritonserver/caches", "accepted for Triton's command lines; the local cache is built into this binary, so no directory is searched")
+	fs.StringVar(&c.rateLimit, "rate-limit", "off", "rate limiting mode: execution_count (instances execute only while they hold their instance group's rate_limiter resources, across all models) or off")
+	fs.Var(listFlag{&c.rateResources}, "rate-limit-resource", "copies of a rate limiter resource, <resource_name>:<count>[:<device>] (repeatable; names case-insensitive; by default the most any instance lists)")
 	lim := addLimitFlags(fs)
 	var tf traceFlags
 	tf.add(fs)
@@ -520,6 +523,17 @@ func (c *config) validate() error {
 	case "none", "low", "medium", "high":
 	default:
 		return fmt.Errorf("invalid argument for --grpc-infer-response-compression-level: %q (want none, low, medium or high)", c.grpcCompression)
+	}
+	switch c.rateLimit {
+	case "off", "execution_count":
+	default:
+		return fmt.Errorf("--rate-limit must be execution_count or off, got %q", c.rateLimit)
+	}
+	if len(c.rateResources) > 0 && c.rateLimit == "off" {
+		return errors.New("--rate-limit-resource needs --rate-limit=execution_count")
+	}
+	if _, err := scheduler.NewRateLimiter(c.rateResources); err != nil {
+		return err
 	}
 	if c.modelLoadThreads < 1 {
 		return fmt.Errorf("--model-load-thread-count must be at least 1, got %d", c.modelLoadThreads)

@@ -56,7 +56,8 @@ func TestTritonBooleanFlags(t *testing.T) {
 		"--cache-config=local,bytes=1":                "unknown local cache setting \"bytes\"",
 		"--model-namespacing=true":                    "--model-namespacing=true is not supported",
 		"--grpc-use-ssl=true":                         "--grpc-use-ssl is not supported: TLS",
-		"--rate-limit=execution_count":                "--rate-limit is not supported",
+		"--rate-limit=sometimes":                      "--rate-limit must be execution_count or off",
+		"--rate-limit-resource=R:1":                   "--rate-limit-resource needs --rate-limit=execution_count",
 		"--grpc-infer-response-compression-level=max": "invalid argument for --grpc-infer-response-compression-level",
 	} {
 		_, err := parseFlags([]string{"--model-repository=/m", flagName}, io.Discard)

@@ -118,8 +118,15 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 			return err
 		}
 	}
+	var limiter *scheduler.RateLimiter
+	if cfg.rateLimit == "execution_count" {
+		var err error
+		if limiter, err = scheduler.NewRateLimiter(cfg.rateResources); err != nil {
+			return err
+		}
+	}
 	mgr, err := repository.New(repository.Options{
-		Observer: observer, Cache: cache,
+		Observer: observer, Cache: cache, RateLimiter: limiter,
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,

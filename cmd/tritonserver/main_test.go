@@ -200,3 +200,17 @@ func TestFlagsCacheConfig(t *testing.T) {
 		t.Errorf("--cache-config local,size=2048: %v", err)
 	}
 }
+
+func TestFlagsRateLimit(t *testing.T) {
+	c, err := parseFlags([]string{"--model-repository=/m", "--rate-limit", "execution_count", "--rate-limit-resource=R1:10", "--rate-limit-resource=R2:5:0"}, io.Discard)
+	if err != nil || c.rateLimit != "execution_count" || len(c.rateResources) != 2 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if c, err := parseFlags([]string{"--model-repository=/m"}, io.Discard); err != nil || c.rateLimit != "off" {
+		t.Fatalf("default --rate-limit: %v", err)
+	}
+	_, err = parseFlags([]string{"--model-repository=/m", "--rate-limit=execution_count", "--rate-limit-resource=R1"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "<resource_name>:<count>[:<device>]") {
+		t.Fatalf("a resource without a count: %v", err)
+	}
+}

@@ -57,6 +57,8 @@ type Backend struct {
 	batches map[string][]int // model name -> batch sizes executed, in order
 	rows    map[string][]int // model name -> rows with READY true per execution (accumulate mode)
 	loads   map[string]int   // model name -> instances created
+	// running Execute calls of every model now, and the most at once.
+	running, peak int
 }
 
 // New returns an empty fake backend.
@@ -81,6 +83,14 @@ func (b *Backend) Batches(model string) []int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]int(nil), b.batches[model]...)
+}
+
+// PeakExecutions returns the most Execute calls, of all models of the
+// backend, that ran at the same time so far.
+func (b *Backend) PeakExecutions() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
 }
 
 // Instances returns how many instances of model were created.
@@ -188,7 +198,14 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	}
 	in.be.mu.Lock()
 	in.be.batches[in.spec.Name] = append(in.be.batches[in.spec.Name], rows)
+	in.be.running++
+	in.be.peak = max(in.be.peak, in.be.running)
 	in.be.mu.Unlock()
+	defer func() {
+		in.be.mu.Lock()
+		in.be.running--
+		in.be.mu.Unlock()
+	}()
 	if in.delay > 0 {
 		t := time.NewTimer(in.delay)
 		select {

@@ -335,6 +335,21 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		return nil, fmt.Errorf("%d instances requested; at most %d per model", r.sched.Instances, MaxInstances)
 	}
 	r.sched.Instances = max(r.sched.Instances, 1)
+	if m.opts.RateLimiter != nil && r.backendName != ensemblePlatform {
+		r.sched.RateLimiter = m.opts.RateLimiter
+		for _, g := range cfg.GetInstanceGroup() {
+			var lim scheduler.InstanceLimit
+			if rl := g.GetRateLimiter(); rl != nil {
+				lim.Priority = rl.GetPriority()
+				for _, res := range rl.GetResources() {
+					lim.Resources = append(lim.Resources, scheduler.Resource{Name: res.GetName(), Global: res.GetGlobal(), Count: int(res.GetCount())})
+				}
+			}
+			for range g.GetCount() {
+				r.sched.Limits = append(r.sched.Limits, lim)
+			}
+		}
+	}
 	if r.backendName == ensemblePlatform {
 		if r.backend, err = m.validateEnsemble(cfg, r.inputs, r.outputs); err != nil {
 			return nil, err

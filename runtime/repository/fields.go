@@ -62,7 +62,12 @@ var supportedLeaves = map[string]bool{
 	"instance_group.name":  true,
 	"instance_group.kind":  true, // values checked with Triton's texts (checkInstanceGroups)
 	"instance_group.count": true,
-	"instance_group.gpus":  true, // refused by checkInstanceGroups, as Triton does on CPU
+	// With --rate-limit=execution_count (scheduler.RateLimiter).
+	"instance_group.rate_limiter.resources.name":   true,
+	"instance_group.rate_limiter.resources.global": true,
+	"instance_group.rate_limiter.resources.count":  true,
+	"instance_group.rate_limiter.priority":         true,
+	"instance_group.gpus":                          true, // refused by checkInstanceGroups, as Triton does on CPU
 
 	"dynamic_batching.preferred_batch_size":                true,
 	"dynamic_batching.max_queue_delay_microseconds":        true,

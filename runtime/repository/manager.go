@@ -86,6 +86,10 @@ type Options struct {
 	// Cache is the response cache (--cache-config) of the models whose
 	// configuration enables response_cache; nil caches nothing.
 	Cache *scheduler.Cache
+	// RateLimiter (--rate-limit=execution_count) makes instances hold
+	// their instance group's rate_limiter resources while they execute;
+	// nil (--rate-limit=off) runs them as soon as they are free.
+	RateLimiter *scheduler.RateLimiter
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }

@@ -51,6 +51,17 @@ type Config struct {
 	// model (response_cache with --cache-config; cache.go). It is shared
 	// by every model that uses it; decoupled and sequence models get none.
 	Cache *Cache
+	// RateLimiter, when not nil (--rate-limit=execution_count), makes
+	// instance i hold Limits[i]'s resources while it executes
+	// (ratelimit.go); instances beyond Limits need none.
+	RateLimiter *RateLimiter
+	Limits      []InstanceLimit
+}
+
+// InstanceLimit is an instance group's rate_limiter.
+type InstanceLimit struct {
+	Resources []Resource
+	Priority  uint32
 }
 
 // Observer receives the durations of one successful request: in the
@@ -143,6 +154,7 @@ type Scheduler struct {
 // slot is one worker's executing batch. Once Close abandons it, the jobs
 // belong to Close and the worker drops whatever its instance returns.
 type slot struct {
+	limit     *Ticket // the instance's place in the rate limiter; nil without one
 	mu        sync.Mutex
 	batch     []*job
 	abandoned bool
@@ -201,10 +213,29 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	// decides whether the request is still wanted, not whether a batch that
 	// also serves other requests may finish.
 	s.execCtx, s.cancel = context.WithCancel(context.Background())
+	tickets := make([]*Ticket, len(s.instances))
+	if cfg.RateLimiter != nil {
+		for i := range tickets {
+			var lim InstanceLimit
+			if i < len(cfg.Limits) {
+				lim = cfg.Limits[i]
+			}
+			t, err := cfg.RateLimiter.Register(lim.Resources, lim.Priority)
+			if err != nil {
+				for _, t := range tickets[:i] {
+					t.Unregister()
+				}
+				s.cancel()
+				_ = closeInstances(spec.Name, s.instances)
+				return nil, fmt.Errorf("instance %d of %s: %w", i, spec.Name, err)
+			}
+			tickets[i] = t
+		}
+	}
 	if cfg.Sequence != nil {
 		s.seq = newSequencer(s, cfg.Sequence, len(s.instances), cfg.MaxBatchSize)
 		for i, inst := range s.instances {
-			s.running = append(s.running, &slot{})
+			s.running = append(s.running, &slot{limit: tickets[i]})
 			s.workers.Add(1)
 			go s.workSequence(inst, i, s.running[i])
 		}
@@ -218,7 +249,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		// from the idle stack may be popped again before it drains the first.
 		mine := make(chan *job, 2)
 		s.handoffs = append(s.handoffs, mine)
-		s.running = append(s.running, &slot{})
+		s.running = append(s.running, &slot{limit: tickets[i]})
 		s.workers.Add(1)
 		go s.work(inst, mine, s.running[i])
 	}
@@ -534,6 +565,21 @@ func (s *Scheduler) take(j *job) bool {
 // execute runs one batch and answers its jobs. It returns false when Close
 // abandoned the batch meanwhile (the jobs were answered there).
 func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int, run *slot) bool {
+	if run.limit != nil {
+		// The wait for resources is queue time, as on Triton. Close ends
+		// it (execCtx) only once it gave up draining.
+		if !run.limit.acquire(s.execCtx) {
+			err := backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request waited for rate limiter resources", s.cfg.Name, s.cfg.Version)
+			for _, j := range batch {
+				if !j.null {
+					s.stats.failed(Other, time.Since(j.start))
+					s.finish(j, nil, err)
+				}
+			}
+			return true
+		}
+		defer run.limit.release()
+	}
 	t0 := time.Now()
 	for _, j := range batch {
 		if !j.null {
@@ -665,6 +711,11 @@ func (s *Scheduler) Close(ctx context.Context) error {
 			}
 		}
 		s.endOpen()
+		for _, run := range s.running {
+			if run.limit != nil {
+				run.limit.Unregister()
+			}
+		}
 		err = errors.Join(err, s.closeInstancesWithin(ctx, stuck))
 	})
 	return err
