@@ -519,3 +519,49 @@ func TestPythonResponseParametersAndErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonIsCancelledOnClientGiveUp: an HTTP client that disconnects
+// and a gRPC client whose deadline passes make request.is_cancelled() true
+// in the running execute; a request left alone is not cancelled.
+func TestPythonIsCancelledOnClientGiveUp(t *testing.T) {
+	s := startExamples(t, []string{"cancel_watch"})
+	body, _ := json.Marshal(map[string]any{"id": "h1",
+		"inputs": []jsonTensor{{Name: "WAIT", Datatype: "FP32", Shape: []int64{1}, Data: []float32{30}}}})
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	if resp, err := hc.Post(s.http+"/v2/models/cancel_watch/infer", "application/json", bytes.NewReader(body)); err == nil {
+		resp.Body.Close()
+		t.Fatalf("HTTP request answered %d before the client gave up", resp.StatusCode)
+	}
+	waitLog := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(s.logs.String(), what); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the model never logged %q", what)
+			}
+		}
+	}
+	waitLog("request h1 cancelled=True")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	req := &inference.ModelInferRequest{ModelName: "cancel_watch", Id: "g1",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "WAIT", Datatype: "FP32", Shape: []int64{1}}},
+		RawInputContents: [][]byte{fp32Raw([]float32{30})}}
+	if _, err := s.client().ModelInfer(ctx, req); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("gRPC: %v, want DeadlineExceeded", err)
+	}
+	waitLog("request g1 cancelled=True")
+
+	body, _ = json.Marshal(map[string]any{"id": "h2",
+		"inputs": []jsonTensor{{Name: "WAIT", Datatype: "FP32", Shape: []int64{1}, Data: []float32{0.2}}}})
+	resp, err := http.Post(s.http+"/v2/models/cancel_watch/infer", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"data":[false]`) {
+		t.Fatalf("uncancelled request: %d %s", resp.StatusCode, raw)
+	}
+	waitLog("request h2 cancelled=False")
+}

@@ -148,6 +148,10 @@ type Request struct {
 	// Sender, set by the scheduler for a model with the decoupled
 	// transaction policy only, takes the request's responses (see Sender).
 	Sender Sender
+	// Ctx, set by the scheduler, is the context of the client's call: it
+	// ends when the client cancels or disconnects, which a python model
+	// sees as request.is_cancelled(). nil outside a scheduled request.
+	Ctx context.Context
 	// Sequence is the request's correlation id and flags (the sequence_id,
 	// sequence_start and sequence_end parameters), used by the sequence
 	// batcher; the zero value is a request outside any sequence.

@@ -315,9 +315,14 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if err := in.ensureRunning(ctx); err != nil {
 		return nil, err
 	}
-	if err := in.shm.ensure(alignUp(end)); err != nil {
+	// After the inputs, a byte per request that the server sets when its
+	// client gives up, for request.is_cancelled(); the outputs follow.
+	cancelOff := alignUp(end)
+	outOff := alignUp(cancelOff + len(sent))
+	if err := in.shm.ensure(outOff); err != nil {
 		return nil, backend.Errorf(backend.Internal, "python model %q: %w", in.spec.Name, err)
 	}
+	clear(in.shm.buf[cancelOff : cancelOff+len(sent)])
 	in.seq++
 	msg := in.msg[:0]
 	msg = append(msg, `{"op":"exec","seq":`...)
@@ -325,7 +330,9 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	msg = append(msg, `,"shm":`...)
 	msg = strconv.AppendInt(msg, int64(in.shm.size()), 10)
 	msg = append(msg, `,"out":`...)
-	msg = strconv.AppendInt(msg, int64(alignUp(end)), 10)
+	msg = strconv.AppendInt(msg, int64(outOff), 10)
+	msg = append(msg, `,"cx":`...)
+	msg = strconv.AppendInt(msg, int64(cancelOff), 10)
 	// Whether the stub polls for its next batch after answering this one
 	// is decided per batch by the spin budget.
 	stubPoll, done := in.spin.startBatch()
@@ -396,7 +403,9 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	msg = append(msg, "]}"...)
 	in.msg = msg
 
+	flags := watchCancel(reqs, sent, in.shm.buf[cancelOff:cancelOff+len(sent)])
 	rep, err := in.roundTrip(ctx, msg)
+	flags.stop()
 	if err != nil {
 		in.senders.dropBatch(reqs)
 		return nil, err
@@ -608,6 +617,45 @@ func tritonErrorCode(code *int) backend.Code {
 		return backend.AlreadyExists
 	}
 	return backend.Internal
+}
+
+// cancelFlags sets a request's byte in the shared region when its client
+// gives up while execute runs; stop ends that before the region can be
+// remapped.
+type cancelFlags struct {
+	mu      sync.Mutex
+	flags   []byte
+	stopped bool
+	stops   []func() bool
+}
+
+// watchCancel watches the contexts of the sent requests; flags[k] is the
+// byte of reqs[sent[k]].
+func watchCancel(reqs []*backend.Request, sent []int, flags []byte) *cancelFlags {
+	c := &cancelFlags{flags: flags}
+	for k, i := range sent {
+		ctx := reqs[i].Ctx
+		if ctx == nil || ctx.Done() == nil {
+			continue
+		}
+		c.stops = append(c.stops, context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !c.stopped {
+				c.flags[k] = 1
+			}
+		}))
+	}
+	return c
+}
+
+func (c *cancelFlags) stop() {
+	for _, s := range c.stops {
+		s()
+	}
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 }
 
 // appendJSONString appends s as a JSON string; names are almost always

@@ -613,3 +613,45 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// TestIsCancelledFollowsClient: request.is_cancelled() of an ordinary
+// request turns true once its client's context ends while execute runs,
+// and the next batch, reusing the byte, starts uncancelled.
+func TestIsCancelledFollowsClient(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/model.py", `import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            wait = float(pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()[0])
+            deadline = time.monotonic() + wait
+            while not r.is_cancelled() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            flag = np.array([1.0 if r.is_cancelled() else 0.0], dtype=np.float32)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", flag)]))
+        return out
+`)
+	inst := load(t, b, spec, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := probeRequest(30)
+	req.Outputs = []string{"OUTPUT"}
+	req.Ctx = ctx
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	resps := execute(t, inst, req)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("execute took %v: the model never saw the cancellation", el)
+	}
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{1}, 0)
+
+	req = probeRequest(0)
+	req.Outputs = []string{"OUTPUT"}
+	req.Ctx = context.Background()
+	resps = execute(t, inst, req)
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{0}, 0)
+}

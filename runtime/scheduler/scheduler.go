@@ -586,6 +586,11 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			s.stats.queue.add(t0.Sub(j.start))
 		}
 	}
+	for i, j := range batch {
+		if j.ctx != nil && !j.null {
+			reqs[i].Ctx = j.ctx
+		}
+	}
 	run.mu.Lock()
 	run.batch = batch
 	run.mu.Unlock()

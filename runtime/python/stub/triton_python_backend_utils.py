@@ -370,6 +370,7 @@ class InferenceRequest:
         self._rk = None  # set by the stub on requests of a decoupled model
         self._sender = None
         self._cancelled = False
+        self._cancel_flag = None  # (region, offset) of the server's flag byte
         if parameters is not None:
             _params_dict(parameters)  # refuse bad parameters where they are given
 
@@ -412,7 +413,15 @@ class InferenceRequest:
     def is_cancelled(self):
         if self._sender is not None:
             return self._sender.is_cancelled()
+        flag = self._cancel_flag
+        if flag is not None and not self._cancelled:
+            shm, off = flag
+            self._cancelled = bool(shm.base[off])
         return self._cancelled
+
+    def _freeze_cancel(self):
+        self.is_cancelled()
+        self._cancel_flag = None
 
     def set_release_flags(self, flags):
         if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:

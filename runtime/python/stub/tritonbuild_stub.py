@@ -523,13 +523,18 @@ class Stub:
         self.shm.ensure(msg["shm"])
         requests = []
         decoupled = False
-        for r in msg["reqs"]:
+        cx = msg.get("cx")
+        for k, r in enumerate(msg["reqs"]):
             rk = r.get("rk")
             decoupled = decoupled or rk is not None
             request = pb_utils.InferenceRequest(
                 inputs=self._inputs(r["in"], copy=rk is not None), requested_output_names=r["out"],
                 request_id=r.get("id", ""), parameters=r.get("p"))
             request._rk = rk
+            if cx is not None:
+                # The server sets this byte when the request's client
+                # gives up (request.is_cancelled()).
+                request._cancel_flag = (self.shm, cx + k)
             requests.append(request)
         try:
             responses = self.model.execute(requests)
@@ -538,6 +543,11 @@ class Stub:
         except Exception as exc:
             traceback.print_exc()
             return {"seq": seq, "err": _describe(exc)}
+        finally:
+            # The byte is reused by the next batch: a request kept past
+            # execute keeps what it last saw.
+            for request in requests:
+                request._freeze_cancel()
         if decoupled:
             if responses is not None and not (isinstance(responses, (list, tuple)) and
                                               all(r is None for r in responses)):
