@@ -156,6 +156,12 @@ type Request struct {
 	// sequence_start and sequence_end parameters), used by the sequence
 	// batcher; the zero value is a request outside any sequence.
 	Sequence Sequence
+	// Priority and Timeout are Triton's request priority (1 is the
+	// highest level; 0, or a level the model lacks, means its default
+	// level) and timeout parameter: the scheduler applies them with the
+	// model's queue policy. Backends ignore them.
+	Priority uint64
+	Timeout  time.Duration
 }
 
 // Sequence identifies the sequence a request belongs to. A correlation id

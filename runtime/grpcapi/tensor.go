@@ -85,6 +85,22 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 			return nil, err
 		}
 		req.Sequence = seq
+		for _, k := range []string{"priority", "timeout"} {
+			p, ok := ps[k]
+			if !ok {
+				continue
+			}
+			var v any = p.GetParameterChoice()
+			switch c := p.GetParameterChoice().(type) {
+			case *pb.InferParameter_Int64Param:
+				v = c.Int64Param
+			case *pb.InferParameter_Uint64Param:
+				v = c.Uint64Param
+			}
+			if err := repository.Schedule(req, k, v); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if outs := r.GetOutputs(); len(outs) > 0 {
 		req.Outputs = make([]string, len(outs))

@@ -109,6 +109,13 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 			return nil, nil, err
 		}
 		req.Sequence = seq
+		for _, k := range []string{"priority", "timeout"} {
+			if v, ok := ir.Parameters.Values[k]; ok {
+				if err := repository.Schedule(req, k, v); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
 	}
 	for i := range ir.Inputs {
 		in := &ir.Inputs[i]

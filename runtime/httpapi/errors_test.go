@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 )
@@ -94,5 +95,37 @@ parameters { key: "fake_mode" value { string_value: "identity" } }
 	_, b = e.do(t, "GET", "/v2/models/r", nil, nil)
 	if !strings.Contains(string(b), `"shape":[-1,4]`) {
 		t.Errorf("metadata shows the reshape instead of dims: %s", b)
+	}
+}
+
+// TestRequestTimeoutParameter: the request's "timeout" parameter
+// (microseconds) applies under allow_timeout_override, and a request
+// queued past it gets Triton's 503 "Request timeout expired".
+func TestRequestTimeoutParameter(t *testing.T) {
+	e := newEnv(t, map[string]string{"slow": `backend: "fake"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+dynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true } }
+parameters { key: "fake_delay_us" value { string_value: "800000" } }
+`}, 0)
+	body := func(params string) []byte {
+		return []byte(`{"parameters":{` + params + `},"inputs":[{"name":"INPUT__0","shape":[4],"datatype":"FP32","data":[1,2,3,4]}]}`)
+	}
+	busy := make(chan int, 1)
+	go func() {
+		r, _ := e.do(t, "POST", "/v2/models/slow/infer", body(`"x":1`), nil)
+		busy <- r.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond)
+	r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":50000,"priority":1`), nil)
+	if r.StatusCode != 503 || string(b) != `{"error":"Request timeout expired"}` {
+		t.Errorf("queued request with timeout 50ms: %d %s", r.StatusCode, b)
+	}
+	if c := <-busy; c != 200 {
+		t.Errorf("the busy request: %d", c)
+	}
+	if r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":"soon"`), nil); r.StatusCode != 400 || !strings.Contains(string(b), "parameter 'timeout' must be an integer") {
+		t.Errorf("a string timeout: %d %s", r.StatusCode, b)
 	}
 }

@@ -376,15 +376,9 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		}
 	}
 	if db := cfg.GetDynamicBatching(); db != nil {
-		d := &scheduler.Dynamic{
-			MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,
-			MaxQueueSize:  int(db.GetDefaultQueuePolicy().GetMaxQueueSize()),
-		}
-		for _, p := range preferred {
-			if p < 1 || p > cfg.MaxBatchSize {
-				return nil, fmt.Errorf("dynamic_batching preferred_batch_size %d must be between 1 and max_batch_size %d", p, cfg.MaxBatchSize)
-			}
-			d.PreferredBatchSizes = append(d.PreferredBatchSizes, int(p))
+		d, err := dynamicBatching(cfg, db, preferred)
+		if err != nil {
+			return nil, err
 		}
 		r.sched.Dynamic = d
 	}
@@ -400,6 +394,76 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	}
 	r.json = modelconfig.JSON(cfg)
 	return r, nil
+}
+
+// maxLevels bounds priority_levels: each level is a queue.
+const maxLevels = 1024
+
+// dynamicBatching validates dynamic_batching as Triton's
+// ValidateModelConfig does (its texts) and builds the batcher's settings:
+// the preferred sizes the config gives, the delay, and one queue per
+// priority level with its policy (priority_queue_policy, else
+// default_queue_policy).
+func dynamicBatching(cfg *modelconfig.ModelConfig, db *modelconfig.ModelDynamicBatching, preferred []int32) (*scheduler.Dynamic, error) {
+	d := &scheduler.Dynamic{
+		MaxQueueDelay: time.Duration(min(db.GetMaxQueueDelayMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,
+	}
+	for _, p := range preferred {
+		if p <= 0 {
+			return nil, fmt.Errorf("dynamic batching preferred size must be positive for %s", cfg.Name)
+		}
+		if p > cfg.MaxBatchSize {
+			return nil, fmt.Errorf("dynamic batching preferred size must be <= max batch size for %s", cfg.Name)
+		}
+		d.PreferredBatchSizes = append(d.PreferredBatchSizes, int(p))
+	}
+	n := db.GetPriorityLevels()
+	if n != 0 {
+		if dl := db.GetDefaultPriorityLevel(); dl == 0 || dl > n {
+			return nil, fmt.Errorf("default priority level must be in range [1, %d] for %s", n, cfg.Name)
+		}
+		for lv := range db.GetPriorityQueuePolicy() {
+			if lv == 0 || lv > n {
+				return nil, fmt.Errorf("priority queue policy must have priority level in range [1, %d] for %s", n, cfg.Name)
+			}
+		}
+		if n > maxLevels {
+			return nil, fmt.Errorf("priority_levels %d is more than the %d this server supports for %s", n, maxLevels, cfg.Name)
+		}
+	}
+	delays := func(p *modelconfig.ModelQueuePolicy) bool {
+		return p.GetDefaultTimeoutMicroseconds() != 0 && p.GetTimeoutAction() == modelconfig.ModelQueuePolicy_DELAY
+	}
+	if db.GetPreserveOrdering() {
+		if n > 1 {
+			return nil, backend.Errorf(backend.InvalidArg, "Only one priority level is allowed when 'preserve_ordering' is true for %s", cfg.Name)
+		}
+		bad := delays(db.GetDefaultQueuePolicy())
+		for _, p := range db.GetPriorityQueuePolicy() {
+			bad = bad || delays(p)
+		}
+		if bad {
+			return nil, backend.Errorf(backend.InvalidArg, "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for %s", cfg.Name)
+		}
+	}
+	policy := func(p *modelconfig.ModelQueuePolicy) scheduler.QueuePolicy {
+		return scheduler.QueuePolicy{
+			MaxQueueSize:  int(min(p.GetMaxQueueSize(), math.MaxInt32)),
+			Timeout:       time.Duration(min(p.GetDefaultTimeoutMicroseconds(), uint64(math.MaxInt64/1000))) * time.Microsecond,
+			Delay:         p.GetTimeoutAction() == modelconfig.ModelQueuePolicy_DELAY,
+			AllowOverride: p.GetAllowTimeoutOverride(),
+		}
+	}
+	levels := max(int(n), 1)
+	for lv := 1; lv <= levels; lv++ {
+		p := db.GetDefaultQueuePolicy()
+		if q, ok := db.GetPriorityQueuePolicy()[uint64(lv)]; ok {
+			p = q
+		}
+		d.Levels = append(d.Levels, policy(p))
+	}
+	d.DefaultLevel = max(int(db.GetDefaultPriorityLevel()), 1)
+	return d, nil
 }
 
 // fillDefaults completes cfg the way Triton does before it is shown by the

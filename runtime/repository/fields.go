@@ -72,6 +72,13 @@ var supportedLeaves = map[string]bool{
 	"dynamic_batching.preferred_batch_size":                true,
 	"dynamic_batching.max_queue_delay_microseconds":        true,
 	"dynamic_batching.default_queue_policy.max_queue_size": true,
+	// The queue policies and priority levels (scheduler/queue.go).
+	"dynamic_batching.default_queue_policy.timeout_action":               true,
+	"dynamic_batching.default_queue_policy.default_timeout_microseconds": true,
+	"dynamic_batching.default_queue_policy.allow_timeout_override":       true,
+	"dynamic_batching.priority_levels":                                   true,
+	"dynamic_batching.default_priority_level":                            true,
+	"dynamic_batching.priority_queue_policy":                             true,
 	// Responses are delivered per request, so ordering is always preserved.
 	"dynamic_batching.preserve_ordering": true,
 

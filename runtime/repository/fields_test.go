@@ -167,3 +167,43 @@ instance_group [{ kind: KIND_MODEL }]
 		}
 	}
 }
+
+// TestQueuePolicyConfig: queue policies and priority levels reach the
+// scheduler, and wrong ones are refused with Triton's texts.
+func TestQueuePolicyConfig(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "p", linearCfg+`dynamic_batching {
+  priority_levels: 3
+  default_priority_level: 2
+  default_queue_policy { max_queue_size: 4 default_timeout_microseconds: 1000 timeout_action: DELAY allow_timeout_override: true }
+  priority_queue_policy { key: 1 value { max_queue_size: 9 } }
+}`, []string{"1"})
+	bad := map[string]string{
+		"level":    "dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
+		"policy":   "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 5 value { } } }",
+		"ordering": "dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }",
+		"delay":    "dynamic_batching { preserve_ordering: true default_queue_policy { default_timeout_microseconds: 5 timeout_action: DELAY } }",
+		"size":     "dynamic_batching { preferred_batch_size: [ 16 ] }",
+	}
+	for name, db := range bad {
+		writeModel(t, root, name, linearCfg+db, []string{"1"})
+	}
+	m := newManager(t, fake.New(), true, root)
+	_ = m.LoadAll(context.Background())
+	d := mustGet(t, m, "p").Scheduler.Config().Dynamic
+	if len(d.Levels) != 3 || d.DefaultLevel != 2 || d.Levels[0].MaxQueueSize != 9 || d.Levels[1].MaxQueueSize != 4 ||
+		!d.Levels[2].Delay || !d.Levels[2].AllowOverride || d.Levels[2].Timeout != time.Millisecond || d.Levels[0].Delay {
+		t.Errorf("levels %+v, default %d", d.Levels, d.DefaultLevel)
+	}
+	for name, want := range map[string]string{
+		"level":    "default priority level must be in range [1, 2] for level",
+		"policy":   "priority queue policy must have priority level in range [1, 2] for policy",
+		"ordering": "Only one priority level is allowed when 'preserve_ordering' is true for ordering",
+		"delay":    "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for delay",
+		"size":     "dynamic batching preferred size must be <= max batch size for size",
+	} {
+		if _, reason, _ := m.Versions(name); !strings.HasSuffix(reason, want) {
+			t.Errorf("%s: %q\nwant ...%s", name, reason, want)
+		}
+	}
+}

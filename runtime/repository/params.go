@@ -1,6 +1,11 @@
 package repository
 
-import "github.com/tritonbuild/tritonbuild/runtime/backend"
+import (
+	"math"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+)
 
 // reservedParameters are request parameters the server consumes itself
 // (Triton turns them into properties of the request or of its response
@@ -52,4 +57,32 @@ func SequenceParameters(params map[string]any) (backend.Sequence, error) {
 		}
 	}
 	return seq, nil
+}
+
+// Schedule sets req's Priority or Timeout from the request parameter name
+// ("priority", or "timeout" in microseconds) with value v as a frontend
+// decoded it (int64 or uint64); other names are left alone. A value of
+// another kind, or negative, is refused.
+func Schedule(req *backend.Request, name string, v any) error {
+	if name != "priority" && name != "timeout" {
+		return nil
+	}
+	var n uint64
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return backend.Errorf(backend.InvalidArg, "parameter '%s' must not be negative, got %d", name, x)
+		}
+		n = uint64(x)
+	case uint64:
+		n = x
+	default:
+		return backend.Errorf(backend.InvalidArg, "parameter '%s' must be an integer, got %v", name, v)
+	}
+	if name == "priority" {
+		req.Priority = n
+	} else {
+		req.Timeout = time.Duration(min(n, uint64(math.MaxInt64/1000))) * time.Microsecond
+	}
+	return nil
 }

@@ -231,7 +231,7 @@ dynamic_batching { preferred_batch_size: [2, 4] max_queue_delay_microseconds: 50
 		t.Errorf("instances = %d, want 3 (2 + 1)", be.Instances("m"))
 	}
 	sc := mod.Scheduler.Config()
-	if sc.Dynamic == nil || sc.Dynamic.MaxQueueSize != 7 || sc.Dynamic.MaxQueueDelay.Microseconds() != 500 || len(sc.Dynamic.PreferredBatchSizes) != 2 {
+	if sc.Dynamic == nil || len(sc.Dynamic.Levels) != 1 || sc.Dynamic.Levels[0].MaxQueueSize != 7 || sc.Dynamic.MaxQueueDelay.Microseconds() != 500 || len(sc.Dynamic.PreferredBatchSizes) != 2 {
 		t.Errorf("scheduler config: %+v %+v", sc, sc.Dynamic)
 	}
 	if !strings.Contains(string(s.ConfigJSON), `"max_batch_size":8`) || !strings.Contains(string(s.ConfigJSON), `"name":"m"`) {

@@ -79,9 +79,13 @@ type Dynamic struct {
 	// MaxQueueDelay is how long the oldest request of a forming batch may
 	// wait for more requests.
 	MaxQueueDelay time.Duration
-	// MaxQueueSize rejects requests with Unavailable once that many are
-	// queued; 0 means no limit.
-	MaxQueueSize int
+	// Levels are the priority levels (priority_levels; one when the
+	// config has none), Levels[0] being priority 1, the highest, each with
+	// its queue policy. Empty means one level without a policy.
+	Levels []QueuePolicy
+	// DefaultLevel is default_priority_level (1-based): the level of a
+	// request without a valid priority.
+	DefaultLevel int
 }
 
 // Warmup is one materialized warmup sample: a request run Count times (at
@@ -104,6 +108,14 @@ type job struct {
 	resp  *backend.Response
 	err   error
 	done  chan struct{}
+	// level is the job's priority level (index into Scheduler.levels);
+	// deadline ends its wait under the level's timeout (zero: none);
+	// delayed is set once a DELAY policy set it aside; state decides
+	// between dispatch and expiry (queue.go).
+	level    int
+	deadline time.Time
+	delayed  bool
+	state    atomic.Int32
 	// sink takes the responses of a request of a decoupled model; such
 	// jobs are answered through it, never through done.
 	sink *stream
@@ -117,12 +129,17 @@ type job struct {
 type Scheduler struct {
 	cfg       Config
 	preferred map[int]bool // preferred batch sizes; nil without dynamic batching
-	queue     chan *job
-	stop      chan struct{}
-	workers   sync.WaitGroup
-	instances []backend.Instance
-	execCtx   context.Context
-	cancel    context.CancelFunc
+	// levels are the priority levels' queues (one without priorities);
+	// wake, with several levels only, tells a waiting worker that a
+	// level has work.
+	levels       []level
+	defaultLevel int
+	wake         chan struct{}
+	stop         chan struct{}
+	workers      sync.WaitGroup
+	instances    []backend.Instance
+	execCtx      context.Context
+	cancel       context.CancelFunc
 
 	pending atomic.Int64 // accepted and not yet answered
 	queued  atomic.Int64 // accepted and not yet executing
@@ -179,11 +196,31 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	}
 	s := &Scheduler{cfg: cfg, stop: make(chan struct{})}
 	s.jobs.New = func() any { return &job{done: make(chan struct{}, 1)} }
-	qcap := unboundedQueue
-	if cfg.Dynamic != nil && cfg.Dynamic.MaxQueueSize > 0 {
-		qcap = cfg.Dynamic.MaxQueueSize
+	var policies []QueuePolicy
+	if cfg.Dynamic != nil {
+		policies = cfg.Dynamic.Levels
+		if len(policies) > 1 {
+			s.defaultLevel = cfg.Dynamic.DefaultLevel - 1
+			if s.defaultLevel < 0 || s.defaultLevel >= len(policies) {
+				return nil, fmt.Errorf("default priority level %d is outside 1..%d", cfg.Dynamic.DefaultLevel, len(policies))
+			}
+			s.wake = make(chan struct{}, cfg.Instances)
+		}
 	}
-	s.queue = make(chan *job, qcap)
+	if len(policies) == 0 {
+		policies = []QueuePolicy{{}}
+	}
+	s.levels = make([]level, len(policies))
+	for i, p := range policies {
+		// A bounded level never holds more than its bound (admit counts
+		// first), so sends to it never block.
+		qcap := unboundedQueue
+		if p.MaxQueueSize > 0 {
+			qcap = p.MaxQueueSize
+		}
+		s.levels[i].policy = p
+		s.levels[i].ch = make(chan *job, qcap)
+	}
 	if cfg.Dynamic != nil && cfg.MaxBatchSize > 0 {
 		s.preferred = map[int]bool{}
 		for _, p := range cfg.Dynamic.PreferredBatchSizes {
@@ -310,8 +347,23 @@ func (s *Scheduler) infer(ctx context.Context, req *backend.Request) (*backend.R
 		s.release(j)
 		return nil, err
 	}
+	// A REJECT timeout is answered when it ends, as Triton does, whether
+	// or not an instance is free by then.
+	var timeout <-chan time.Time
+	if !j.deadline.IsZero() && !s.levels[j.level].policy.Delay {
+		t := time.NewTimer(time.Until(j.deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-j.done:
+	case <-timeout:
+		if j.state.CompareAndSwap(jobWaiting, jobExpired) {
+			// The worker that meets the job drops it; it is not recycled.
+			s.stats.failed(Rejected, time.Since(start))
+			return nil, status.RequestTimeout.New()
+		}
+		<-j.done // dispatched just in time: it runs
 	case <-ctx.Done():
 		// The worker still owns j and will answer into its buffered channel;
 		// the job is simply not recycled.
@@ -345,6 +397,12 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 		s.pending.Add(-1)
 		return backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
 	}
+	j.level = s.levelOf(j.req)
+	if err := s.admit(j); err != nil {
+		s.pending.Add(-1)
+		s.stats.failed(Rejected, time.Since(j.start))
+		return err
+	}
 	s.queued.Add(1)
 	if s.seq != nil {
 		if err := s.seq.enqueue(j); err != nil {
@@ -358,25 +416,13 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 	if s.handoff(j) {
 		return nil // an idle worker has it
 	}
-	if s.cfg.Dynamic != nil && s.cfg.Dynamic.MaxQueueSize > 0 {
-		select {
-		case s.queue <- j:
-			return nil
-		default:
-			s.queued.Add(-1)
-			s.pending.Add(-1)
-			s.stats.failed(Rejected, time.Since(j.start))
-			return status.QueueFull.New(status.RequestPrefix(j.req.ID))
-		}
-	}
-	select {
-	case s.queue <- j:
-		return nil
-	case <-ctx.Done():
+	if err := s.push(ctx, j); err != nil {
 		s.queued.Add(-1)
+		s.leave(j)
 		s.pending.Add(-1)
-		return ctx.Err()
+		return err
 	}
+	return nil
 }
 
 // handoff gives j to the most recently idle worker, if any is waiting.
@@ -408,27 +454,70 @@ func (s *Scheduler) next(mine chan *job) *job {
 		return j
 	default:
 	}
-	select {
-	case j := <-s.queue:
+	if j := s.tryPop(); j != nil {
 		return j
-	default:
 	}
 	s.idleMu.Lock()
 	s.idle = append(s.idle, mine)
 	s.idleMu.Unlock()
-	select {
-	case j := <-mine:
-		// Whoever popped us sent it; we are off the stack.
-		return j
-	case j := <-s.queue:
-		// Queued by a request that found no idle worker while we were
-		// registering. Leave the stack; if a handoff popped us meanwhile,
-		// its job waits in mine for the next call.
-		s.leaveIdle(mine)
-		return j
-	case <-s.stop:
-		s.leaveIdle(mine)
+	if s.wake == nil {
+		select {
+		case j := <-mine:
+			// Whoever popped us sent it; we are off the stack.
+			return j
+		case j := <-s.levels[0].ch:
+			// Queued by a request that found no idle worker while we were
+			// registering. Leave the stack; if a handoff popped us
+			// meanwhile, its job waits in mine for the next call.
+			s.leaveIdle(mine)
+			return j
+		case <-s.stop:
+			s.leaveIdle(mine)
+			return nil
+		}
+	}
+	for {
+		select {
+		case j := <-mine:
+			return j
+		case <-s.wake:
+			if j := s.tryPop(); j != nil {
+				s.leaveIdle(mine)
+				if s.queued.Load() > 0 {
+					s.signal() // more queued: wake another worker too
+				}
+				return j
+			}
+		case <-s.stop:
+			s.leaveIdle(mine)
+			return nil
+		}
+	}
+}
+
+// waitPop waits for a queued job until expire fires or the scheduler
+// stops (nil then).
+func (s *Scheduler) waitPop(expire <-chan time.Time) *job {
+	if s.wake == nil {
+		select {
+		case j := <-s.levels[0].ch:
+			return j
+		case <-expire:
+		case <-s.stop:
+		}
 		return nil
+	}
+	for {
+		select {
+		case <-s.wake:
+			if j := s.tryPop(); j != nil {
+				return j
+			}
+		case <-expire:
+			return nil
+		case <-s.stop:
+			return nil
+		}
 	}
 }
 
@@ -502,10 +591,8 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 			deadline := first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
 		gather:
 			for rows < maxRows {
-				var j *job
-				select {
-				case j = <-s.queue:
-				default:
+				j := s.tryPop()
+				if j == nil {
 					// Queue empty: a preferred size or an expired delay ends
 					// the batch, otherwise wait for more until the deadline.
 					wait := time.Until(deadline)
@@ -517,13 +604,9 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 					} else {
 						timer.Reset(wait)
 					}
-					select {
-					case j = <-s.queue:
-						timer.Stop()
-					case <-timer.C:
-						break gather
-					case <-s.stop:
-						timer.Stop()
+					j = s.waitPop(timer.C)
+					timer.Stop()
+					if j == nil {
 						break gather
 					}
 				}
@@ -537,6 +620,22 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 				batch = append(batch, j)
 				rows += j.rows
 			}
+		}
+		// Claim the batch: a request whose timeout ended while the batch
+		// formed was answered and leaves it.
+		now := time.Now()
+		kept := batch[:0]
+		for _, j := range batch {
+			if s.dispatch(j, now) {
+				kept = append(kept, j)
+			} else {
+				rows -= j.rows
+			}
+		}
+		clear(batch[len(kept):])
+		batch = kept
+		if len(batch) == 0 {
+			continue
 		}
 		reqs = reqs[:0]
 		for _, j := range batch {
@@ -554,12 +653,21 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 // run; a job whose caller has gone away is answered and dropped here.
 func (s *Scheduler) take(j *job) bool {
 	s.queued.Add(-1)
+	if j.state.Load() == jobExpired {
+		s.drop(j) // its timeout answered it
+		return false
+	}
 	if err := j.ctx.Err(); err != nil {
+		if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
+			s.drop(j)
+			return false
+		}
+		s.leave(j)
 		s.stats.failed(Canceled, time.Since(j.start))
 		s.finish(j, nil, err)
 		return false
 	}
-	return true
+	return !s.expired(j, time.Now())
 }
 
 // execute runs one batch and answers its jobs. It returns false when Close
@@ -699,12 +807,24 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		// an answer.
 		unloaded := func(j *job) {
 			s.queued.Add(-1)
+			if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
+				s.drop(j) // its timeout answered it
+				return
+			}
+			s.leave(j)
 			s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
 		}
 		if s.seq != nil {
 			s.seq.drain(unloaded)
 		}
-		for _, ch := range append([]chan *job{s.queue}, s.handoffs...) {
+		chans := slices.Clone(s.handoffs)
+		for i := range s.levels {
+			chans = append(chans, s.levels[i].ch)
+			for j := s.levels[i].popDelayed(); j != nil; j = s.levels[i].popDelayed() {
+				unloaded(j)
+			}
+		}
+		for _, ch := range chans {
 			for {
 				select {
 				case j := <-ch:

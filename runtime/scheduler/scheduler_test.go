@@ -109,7 +109,7 @@ func TestQueueFullIsUnavailable(t *testing.T) {
 	be := fake.New()
 	s, err := New(context.Background(), be, linearSpec("q", 4, map[string]string{"fake_delay_us": "50000"}), Config{
 		Name: "q", MaxBatchSize: 4, Instances: 1,
-		Dynamic: &Dynamic{MaxQueueSize: 1},
+		Dynamic: &Dynamic{Levels: []QueuePolicy{{MaxQueueSize: 1}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -399,8 +399,10 @@ func (s *Scheduler) workSequence(inst backend.Instance, idx int, run *slot) {
 		// A request whose client went away still counts for its
 		// sequence's order; it leaves a READY-false row in a direct batch.
 		var model *job
+		now := time.Now()
 		for i, j := range batch {
-			if j != nil && !s.take(j) {
+			// take, then dispatch: the job leaves its queue level's count.
+			if j != nil && (!s.take(j) || !s.dispatch(j, now)) {
 				batch[i] = nil
 			}
 			if batch[i] != nil && model == nil {

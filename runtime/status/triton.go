@@ -72,6 +72,9 @@ var (
 	// The dynamic batcher's queue (PriorityQueue::PolicyQueue::Enqueue and
 	// FinishStagingRejectedRequests) and its timeouts.
 	QueueFull = Text{backend.Unavailable, "%sExceeds maximum queue size"}
+	// A queued request past its queue policy's timeout (REJECT), in the
+	// words of server's L0_dynamic_batcher timeout test.
+	RequestTimeout = Text{backend.Unavailable, "Request timeout expired"}
 
 	// InferenceRequest::Normalize for a raw binary request (HTTP with
 	// Inference-Header-Content-Length: 0).

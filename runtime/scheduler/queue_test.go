@@ -1,0 +1,195 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
+)
+
+func newQueued(t *testing.T, maxBatch int, delayUS string, d *Dynamic) *Scheduler {
+	t.Helper()
+	s, err := New(context.Background(), fake.New(), linearSpec("q", maxBatch, map[string]string{"fake_delay_us": delayUS}), Config{
+		Name: "q", MaxBatchSize: maxBatch, Instances: 1, Dynamic: d,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// answer is one Infer call's outcome and when it came.
+type answer struct {
+	name string
+	err  error
+	at   time.Time
+}
+
+// send runs Infer in the background and reports into out.
+func send(s *Scheduler, name string, req *backend.Request, out chan<- answer, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := s.Infer(context.Background(), req)
+		out <- answer{name, err, time.Now()}
+	}()
+}
+
+// waitQueued waits until n requests wait in the scheduler's queues.
+func waitQueued(t *testing.T, s *Scheduler, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); s.Queued() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests queued, want %d", s.Queued(), n)
+		}
+	}
+}
+
+// TestQueueCountsTheFormingBatch is server's L0_http
+// test_descriptive_status_code: with max_queue_size 1, a 1 s queue delay
+// and preferred batch size 8, the first request waits for its batch to
+// fill, still in Triton's queue, and a second one is refused with 503 /
+// "Exceeds maximum queue size"; the first then runs.
+func TestQueueCountsTheFormingBatch(t *testing.T) {
+	s := newQueued(t, 8, "0", &Dynamic{PreferredBatchSizes: []int{8}, MaxQueueDelay: 500 * time.Millisecond, Levels: []QueuePolicy{{MaxQueueSize: 1}}})
+	out := make(chan answer, 2)
+	var wg sync.WaitGroup
+	send(s, "first", rowsRequest(1, 0), out, &wg)
+	time.Sleep(100 * time.Millisecond) // the worker is gathering
+	_, err := s.Infer(context.Background(), rowsRequest(1, 0))
+	if status.HTTPStatus(err) != 503 || err.Error() != "[request id: <id_unknown>] Exceeds maximum queue size" {
+		t.Fatalf("second request: %v", err)
+	}
+	wg.Wait()
+	if a := <-out; a.err != nil {
+		t.Fatalf("first request: %v", a.err)
+	}
+}
+
+// TestTimeoutRejectIsPrompt is server's L0_dynamic_batcher
+// test_default_queue_policy_timeout_prompt_response: a request queued
+// behind a busy instance past default_timeout_microseconds (REJECT) is
+// answered UNAVAILABLE "Request timeout expired" when the timeout ends,
+// not when the instance frees; a request's own shorter timeout applies
+// with allow_timeout_override.
+func TestTimeoutRejectIsPrompt(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		policy  QueuePolicy
+		timeout time.Duration // the request's own
+	}{
+		{"default timeout", QueuePolicy{Timeout: 100 * time.Millisecond}, 0},
+		{"request timeout", QueuePolicy{Timeout: time.Hour, AllowOverride: true}, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newQueued(t, 0, "1000000", &Dynamic{Levels: []QueuePolicy{c.policy}})
+			out := make(chan answer, 2)
+			var wg sync.WaitGroup
+			send(s, "busy", rowsRequest(1, 0), out, &wg)
+			time.Sleep(50 * time.Millisecond)
+			start := time.Now()
+			req := rowsRequest(1, 0)
+			req.Timeout = c.timeout
+			_, err := s.Infer(context.Background(), req)
+			took := time.Since(start)
+			if status.GRPCCode(err).String() != "Unavailable" || err.Error() != "Request timeout expired" {
+				t.Fatalf("queued request: %v", err)
+			}
+			if took < 90*time.Millisecond || took > 600*time.Millisecond {
+				t.Errorf("answered after %v, want about 100ms (the instance is busy for 1s)", took)
+			}
+			wg.Wait()
+			if a := <-out; a.err != nil {
+				t.Fatal(a.err)
+			}
+			if f := s.Stats().Fail.Count; f != 1 {
+				t.Errorf("fail count %d, want 1", f)
+			}
+		})
+	}
+	// Without allow_timeout_override the request's timeout is ignored.
+	s := newQueued(t, 0, "200000", &Dynamic{Levels: []QueuePolicy{{}}})
+	out := make(chan answer, 2)
+	var wg sync.WaitGroup
+	send(s, "busy", rowsRequest(1, 0), out, &wg)
+	time.Sleep(20 * time.Millisecond)
+	req := rowsRequest(1, 0)
+	req.Timeout = time.Millisecond
+	if _, err := s.Infer(context.Background(), req); err != nil {
+		t.Errorf("a request timeout without allow_timeout_override: %v", err)
+	}
+	wg.Wait()
+}
+
+// TestTimeoutDelay: under timeout_action DELAY a request past its timeout
+// is not refused but runs after the requests of its level that are not.
+func TestTimeoutDelay(t *testing.T) {
+	s := newQueued(t, 0, "150000", &Dynamic{Levels: []QueuePolicy{{Timeout: time.Hour, Delay: true, AllowOverride: true}}})
+	out := make(chan answer, 3)
+	var wg sync.WaitGroup
+	send(s, "busy", rowsRequest(1, 0), out, &wg)
+	time.Sleep(20 * time.Millisecond)
+	late := rowsRequest(1, 0)
+	late.Timeout = time.Millisecond // past it when the instance frees
+	send(s, "late", late, out, &wg)
+	waitQueued(t, s, 1)
+	send(s, "ontime", rowsRequest(1, 0), out, &wg)
+	waitQueued(t, s, 2)
+	wg.Wait()
+	close(out)
+	var order []string
+	for a := range out {
+		if a.err != nil {
+			t.Fatalf("%s: %v", a.name, a.err)
+		}
+		order = append(order, a.name)
+	}
+	if len(order) != 3 || order[1] != "ontime" || order[2] != "late" {
+		t.Errorf("completion order %v, want busy, ontime, late", order)
+	}
+}
+
+// TestPriorityLevels: a request of a higher priority level (1) runs
+// before one of a lower level queued earlier; a priority the model lacks
+// means its default level; each level has its own queue policy.
+func TestPriorityLevels(t *testing.T) {
+	s := newQueued(t, 0, "100000", &Dynamic{
+		Levels:       []QueuePolicy{{}, {MaxQueueSize: 1}},
+		DefaultLevel: 2,
+	})
+	out := make(chan answer, 3)
+	var wg sync.WaitGroup
+	send(s, "busy", rowsRequest(1, 0), out, &wg)
+	time.Sleep(20 * time.Millisecond)
+	low := rowsRequest(1, 0)
+	low.Priority = 9 // no such level: the default, 2
+	send(s, "low", low, out, &wg)
+	waitQueued(t, s, 1)
+	// Level 2 holds one request at most.
+	again := rowsRequest(1, 0)
+	again.Priority = 2
+	if _, err := s.Infer(context.Background(), again); err == nil || err.Error() != "[request id: <id_unknown>] Exceeds maximum queue size" {
+		t.Errorf("a second level-2 request: %v", err)
+	}
+	high := rowsRequest(1, 0)
+	high.Priority = 1
+	send(s, "high", high, out, &wg)
+	waitQueued(t, s, 2)
+	wg.Wait()
+	close(out)
+	var order []string
+	for a := range out {
+		if a.err != nil {
+			t.Fatalf("%s: %v", a.name, a.err)
+		}
+		order = append(order, a.name)
+	}
+	if len(order) != 3 || order[1] != "high" || order[2] != "low" {
+		t.Errorf("completion order %v, want busy, high, low", order)
+	}
+}
