@@ -245,9 +245,17 @@ with torch.no_grad():
     y = m(x)
 json.dump({"in": x.flatten().tolist(), "out": y.flatten().tolist()}, sys.stdout)
 `
-	out, err := exec.Command(hostPython, "-c", script, filepath.Join(dir, "1", "model.pt")).Output()
+	// TorchScript reads the class's source, so the script is a file.
+	py := filepath.Join(t.TempDir(), "make_cifar10.py")
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(hostPython, py, filepath.Join(dir, "1", "model.pt"))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("making the CIFAR-10 model: %v", err)
+		t.Fatalf("making the CIFAR-10 model: %v\n%s", err, stderr.Bytes())
 	}
 	var ref struct{ In, Out []float64 }
 	if err := json.Unmarshal(out, &ref); err != nil {

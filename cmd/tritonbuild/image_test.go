@@ -73,6 +73,9 @@ type systemBuild struct {
 	model                      string // model.pt written by make_model.py
 	allLog                     string
 	err                        error
+	// pyErr is the --python image's failure: only the tests of that image
+	// fail with it (systemPythonImage).
+	pyErr error
 }
 
 var (
@@ -101,6 +104,16 @@ func systemImages(t *testing.T) *systemBuild {
 		t.Fatalf("system-profile build: %v\n%s", sysBuild.err, sysBuild.allLog)
 	}
 	return &sysBuild
+}
+
+// systemPythonImage is systemImages for the tests of the --python image.
+func systemPythonImage(t *testing.T) *systemBuild {
+	t.Helper()
+	b := systemImages(t)
+	if b.pyErr != nil {
+		t.Fatalf("%v\n%s", b.pyErr, b.allLog)
+	}
+	return b
 }
 
 // buildSystem copies the project (tracked and untracked-but-not-ignored
@@ -143,7 +156,7 @@ func buildSystem(b *systemBuild, examples string) error {
 	out, err = cmd.CombinedOutput()
 	b.allLog += string(out)
 	if err != nil {
-		return fmt.Errorf("tritonbuild image --python: %w", err)
+		b.pyErr = fmt.Errorf("tritonbuild image --python: %w", err)
 	}
 	b.model = filepath.Join(root, "model.pt")
 	if out, err := exec.Command(hostPython, filepath.Join(examples, "make_model.py"), b.model).CombinedOutput(); err != nil {
@@ -535,7 +548,7 @@ func TestIntegrationImageServesPytorchInChroot(t *testing.T) {
 // The --python image also serves the report's python-backend repository
 // (its packed venv over /usr/bin/python3) with torch inside the image.
 func TestIntegrationPythonImageServesReportModelInChroot(t *testing.T) {
-	b := systemImages(t)
+	b := systemPythonImage(t)
 	rootfs, cfg := checkLayout(t, b.pyLayout, tagOf(b.pyTag))
 	modelRepository(t, b, filepath.Join(rootfs, "models"), true)
 	base := serveChroot(t, rootfs, cfg)
@@ -568,7 +581,7 @@ func TestIntegrationPythonImageServesReportModelInChroot(t *testing.T) {
 // inference per backend through the published port; docker inspect shows
 // the unprivileged user, the ports and the labels.
 func TestIntegrationDockerRunServesReportModel(t *testing.T) {
-	b := systemImages(t)
+	b := systemPythonImage(t)
 	d := imagestest.NewDocker(t)
 	tb, err := tarball.ImageFromPath(b.pyTarball, nil)
 	if err != nil {
