@@ -7,6 +7,8 @@
 //	triton-json             tritonserver's HTTP frontend, JSON tensor data
 //	triton-bin              the same with the binary tensor extension
 //	triton-grpc             tritonserver's GRPC frontend, raw_input_contents
+//	triton-bin-cached       triton-bin to a model with response_cache, the
+//	                        same request each time: cache hits
 //	compute                 the backend's Execute for one request, called
 //	                        directly (no HTTP, no scheduler)
 //
@@ -68,6 +70,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
 )
 
@@ -175,6 +178,11 @@ func payloads(rows int) (jsonBody, binBody []byte, hdrLen int) {
 // dynamic_batching, which is what throughput under concurrency is about.
 const plainModel, batchedModel = "simple_linear", "simple_linear_batched"
 
+// cachedModel is simple_linear with response_cache enabled: the
+// triton-bin-cached case repeats one request, so every request after the
+// first is a cache hit (issue 22's cache-hit latency against the floor).
+const cachedModel = "simple_linear_cached"
+
 // modelFor returns the model the triton cases use at concurrency c.
 func (o options) modelFor(c int) string {
 	if o.batchedAt > 0 && c >= o.batchedAt {
@@ -222,6 +230,7 @@ func setupRepository(o options, dir string, rec *execTimes) (map[string]backend.
 	for name, batching := range map[string]string{
 		plainModel:   batchingConfig(o.delayUs, o.preferred),
 		batchedModel: batchingConfig(o.batchDelay, o.batchPref),
+		cachedModel:  batchingConfig(o.delayUs, o.preferred) + "\nresponse_cache { enable: true }",
 	} {
 		mdir := filepath.Join(dir, "repo", name)
 		if err := os.MkdirAll(filepath.Join(mdir, "1"), 0o755); err != nil {
@@ -450,7 +459,11 @@ func run(o options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	mgr, err := repository.New(repository.Options{Repositories: []string{filepath.Join(dir, "repo")}, Backends: bes, StrictModelConfig: true})
+	cache, err := scheduler.NewCache(16 << 20)
+	if err != nil {
+		return 0, err
+	}
+	mgr, err := repository.New(repository.Options{Repositories: []string{filepath.Join(dir, "repo")}, Backends: bes, StrictModelConfig: true, Cache: cache})
 	if err != nil {
 		return 0, err
 	}
@@ -463,6 +476,10 @@ func run(o options) (int, error) {
 		return 0, err
 	}
 	batched, err := mgr.Get(batchedModel, -1)
+	if err != nil {
+		return 0, err
+	}
+	cached, err := mgr.Get(cachedModel, -1)
 	if err != nil {
 		return 0, err
 	}
@@ -532,6 +549,7 @@ func run(o options) (int, error) {
 		{name: "floor+fwd-json", url: floorFwd(1), body: jsonBody, only1: true},
 		{name: "floor-bin", url: floor, body: binBody, header: binHdr},
 		{name: "triton-bin", url: infer, body: binBody, header: binHdr, check: binCheck("triton-bin", 4*outputs)},
+		{name: "triton-bin-cached", url: func(string) string { return infer(cachedModel) }, body: binBody, header: binHdr, check: binCheck("triton-bin-cached", 4*outputs)},
 		{name: "floor+fwd-bin", url: floorFwd(1), body: binBody, header: binHdr, only1: true},
 		{name: "triton-grpc", request: gb.infer},
 		{name: "floor+fwd-bin8", url: floorFwd(8), body: binBody8, header: binHdr8, only1: true},
@@ -598,7 +616,7 @@ func run(o options) (int, error) {
 	}
 	fmt.Printf("compute, tight loop (direct Execute back to back): p50 %.1f us at 1 row, %.1f us at 8 rows\n", us(compute), us(compute8))
 	fmt.Printf("floor+fwd: the echo handler with the same direct Execute in it (floor + compute in a server's cache state)\n\n")
-	fmt.Printf("%-15s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
+	fmt.Printf("%-18s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
 	med := map[string]map[int]result{}
 	for _, t := range targets {
 		med[t.name] = map[int]result{}
@@ -608,7 +626,7 @@ func run(o options) (int, error) {
 			}
 			m := median(results[t.name][c])
 			med[t.name][c] = m
-			fmt.Printf("%-15s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
+			fmt.Printf("%-18s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
 		}
 	}
 	fmt.Println()
@@ -656,6 +674,19 @@ func run(o options) (int, error) {
 		if c == maxConc && c > 1 {
 			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput, in-process", c), measured: gr, limit: 1})
 		}
+	}
+	for _, c := range o.conc {
+		hit, fl := med["triton-bin-cached"][c], med["floor-bin"][c]
+		ratio := float64(hit.p50) / float64(max(fl.p50, 1))
+		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx); throughput cache hit/floor %.2f\n",
+			c, us(hit.p50), us(fl.p50), ratio, paired(results["triton-bin-cached"][c], results["floor-bin"][c], throughputRatio))
+		if c == 1 {
+			goals = append(goals, goal{name: "c=1 cache-hit p50 / floor-bin p50 (issue 22)", measured: ratio, limit: 1.1, atMost: true, unit: "x"})
+		}
+	}
+	if st := cached.Scheduler.Stats(); st.CacheHit.Count > 0 {
+		fmt.Printf("cache: %d hits, %d misses, %d executions of %s; mean hit lookup %.2f us\n", st.CacheHit.Count, st.CacheMiss.Count,
+			st.ExecutionCount, cachedModel, float64(st.CacheHit.Ns)/float64(st.CacheHit.Count)/1e3)
 	}
 	fmt.Println()
 	for _, m := range []*repository.Model{model, batched} {

@@ -73,13 +73,17 @@ func (c *Cache) Stats() CacheStats {
 // lookup returns a copy of the response cached under k.
 func (c *Cache) lookup(k cacheKey) (*backend.Response, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	el, ok := c.entries[k]
 	if !ok {
+		c.mu.Unlock()
 		return nil, false
 	}
 	c.lru.MoveToFront(el)
-	return share(&el.Value.(*cacheEntry).resp), true
+	e := el.Value.(*cacheEntry)
+	c.mu.Unlock()
+	// An entry is never changed once inserted (eviction only drops it),
+	// so it is copied outside the lock.
+	return share(&e.resp), true
 }
 
 // insert caches a copy of resp under k, evicting the least recently used

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 )
 
@@ -143,5 +144,20 @@ func TestCacheKeysModelAndVersion(t *testing.T) {
 	}
 	if requestKey("m", 1, rowsRequest(1, 1)) != a {
 		t.Fatal("equal requests got different keys")
+	}
+}
+
+// BenchmarkCacheHit is one lookup of a cached one-row response: the key's
+// digest, the map and the copy of the tensor headers.
+func BenchmarkCacheHit(b *testing.B) {
+	cache, _ := NewCache(1 << 20)
+	req := rowsRequest(1, 1)
+	k := requestKey("m", 1, req)
+	cache.insert(k, &backend.Response{Outputs: []backend.Tensor{{Name: "Y", DataType: backend.FP32, Shape: []int64{1, 3}, Data: make([]byte, 12)}}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := cache.lookup(requestKey("m", 1, req)); !ok {
+			b.Fatal("miss")
+		}
 	}
 }
