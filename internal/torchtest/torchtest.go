@@ -61,18 +61,22 @@ func Python(ctx context.Context) (string, error) {
 }
 
 // FindMakeModel returns the report's make_model.py: under
-// $TRITONBUILD_SHARED/examples when that is set, else shared/examples/ in
-// the working directory or any parent. It returns "" when there is none, so
-// that callers fall back to MakeModelScript.
+// $TRITONBUILD_SHARED/examples when that is set, else the copy the
+// repository keeps (identical to the report's) in runtime/python/testdata,
+// found from the working directory up to the module root. It returns ""
+// when there is none, so that callers fall back to MakeModelScript.
 func FindMakeModel() string {
 	if d := os.Getenv("TRITONBUILD_SHARED"); d != "" {
 		return filepath.Join(d, "examples", "make_model.py")
 	}
 	dir, _ := os.Getwd()
 	for dir != "/" && dir != "." {
-		p := filepath.Join(dir, "shared", "examples", "make_model.py")
-		if _, err := os.Stat(p); err == nil {
-			return p
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "runtime", "python", "testdata", "make_model.py")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			return ""
 		}
 		dir = filepath.Dir(dir)
 	}

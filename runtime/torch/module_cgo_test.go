@@ -5,8 +5,7 @@ package torch
 // Integration tests against the real libtbtorch.so and libtorch. They need
 // /usr/bin/python3 with torch (the distribution's python3-torch) to write
 // and check models; TBTORCH_PYTHON overrides the interpreter. The report's
-// make_model.py is found through TRITONBUILD_SHARED or by walking up from
-// this directory to a "shared/examples/make_model.py".
+// make_model.py is the repository's copy in runtime/python/testdata.
 
 import (
 	"bytes"
@@ -29,6 +28,7 @@ import (
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/internal/testenv"
+	"github.com/tritonbuild/tritonbuild/internal/torchtest"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
@@ -94,43 +94,19 @@ func runPython(t *testing.T, script string, args ...string) []byte {
 	return out
 }
 
-// findMakeModel locates the report's make_model.py: under
-// $TRITONBUILD_SHARED, else in a "shared" directory here or above (the
-// default layout puts it at ../../../shared from this package).
+// findMakeModel locates the report's make_model.py (torchtest.FindMakeModel:
+// the repository's copy, so a clean checkout needs nothing outside itself).
 func findMakeModel() (string, error) {
-	const rel = "examples/make_model.py"
-	if dir := os.Getenv("TRITONBUILD_SHARED"); dir != "" {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("TRITONBUILD_SHARED=%s: %w", dir, err)
-		}
-		return p, nil
+	p := torchtest.FindMakeModel()
+	if p == "" {
+		return "", errors.New("the report's make_model.py is not in runtime/python/testdata")
 	}
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "shared", rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errNoMakeModel
-		}
-		dir = parent
-	}
+	return p, nil
 }
-
-var errNoMakeModel = errors.New("make_model.py not found: set TRITONBUILD_SHARED to the directory holding examples/make_model.py")
 
 func makeModelScript(t *testing.T) string {
 	t.Helper()
 	p, err := findMakeModel()
-	if errors.Is(err, errNoMakeModel) {
-		testenv.Unavailable(t, "%v", err)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +554,7 @@ func BenchmarkForward(b *testing.B) {
 	}
 	script, err := findMakeModel()
 	if err != nil {
-		testenv.Unavailable(b, "%v", err)
+		b.Fatal(err)
 	}
 	testenv.NeedPython(b, py, "torch")
 	model := filepath.Join(b.TempDir(), "model.pt")
