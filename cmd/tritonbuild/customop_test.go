@@ -52,8 +52,8 @@ func TestCustomOpEndToEnd(t *testing.T) {
 	if out, stderr, err := run(t, tmp, "new", "op", "myops", "--dir", proj, "--source", src); err != nil {
 		t.Fatalf("new op: %v\n%s%s", err, out, stderr)
 	}
-	if got := buildNodes(t, tb("plan", "--profile", "system", "--json")); strings.Join(got, " ") != "runtime tritonserver myops" {
-		t.Fatalf("fresh plan builds %v, want runtime tritonserver myops", got)
+	if got := buildNodes(t, tb("plan", "--profile", "system", "--json")); strings.Join(got, " ") != "runtime python-backend-utils tritonserver myops" {
+		t.Fatalf("fresh plan builds %v, want runtime python-backend-utils tritonserver myops", got)
 	}
 	tb("all", "--profile", "system", "--no-image")
 	prefix := filepath.Join(proj, "opt", "tritonserver")
@@ -64,13 +64,18 @@ func TestCustomOpEndToEnd(t *testing.T) {
 	python(t, proj, filepath.Join(proj, "scripts", "make_model.py"))
 	modelPT := filepath.Join(proj, "models", "myops_scaled_add", "1", "model.pt")
 
-	// A second repository with two models that name bad op libraries: one
-	// missing, one compiled from the same source with the other C++ ABI.
+	// A second repository with models that name bad op libraries: one
+	// missing, one compiled from the same source with the other C++ ABI
+	// (in its model directory, so that the server tries it), and one
+	// outside both the model directory and the server's lib/ (refused
+	// before anything is loaded: issue 17's confinement).
 	bad := filepath.Join(tmp, "bad-models")
 	missing := filepath.Join(tmp, "nowhere", "libmyops.so")
 	abi0 := buildABI0(t, filepath.Join(proj, "op"), filepath.Join(tmp, "abi0"))
 	badModel(t, bad, "missing_op", modelPT, missing)
-	badModel(t, bad, "abi0_op", modelPT, abi0)
+	badModel(t, bad, "abi0_op", modelPT, "libmyops_abi0.so")
+	copyFile(t, abi0, filepath.Join(bad, "abi0_op", "1", "libmyops_abi0.so"))
+	badModel(t, bad, "outside_op", modelPT, abi0)
 
 	srv := startServer(t, filepath.Join(prefix, "bin", "tritonserver"), filepath.Join(proj, "models"), bad)
 
@@ -86,8 +91,9 @@ func TestCustomOpEndToEnd(t *testing.T) {
 			t.Errorf("myops_scaled_add: %+v, want READY", s)
 		}
 		for name, want := range map[string][]string{
-			"missing_op": {missing, "cannot open shared object file"},
-			"abi0_op":    {abi0, "undefined symbol"},
+			"missing_op": {"op_library_filename", "libmyops.so' not found"},
+			"abi0_op":    {"libmyops_abi0.so", "undefined symbol"},
+			"outside_op": {"resolves outside the model directory and the server's library directory"},
 		} {
 			s := idx[name]
 			t.Logf("%s: %s: %s", name, s.State, s.Reason)

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -97,6 +98,25 @@ func backends(cfg *config, logger *slog.Logger) map[string]backend.Backend {
 	}
 }
 
+// installLibDirs is the lib/ directory of the install tree this binary
+// runs from (PREFIX/bin/tritonserver -> PREFIX/lib), where tritonbuild
+// installs custom operator libraries: models may name op libraries there
+// as well as in their own directory. None when the binary cannot be found.
+func installLibDirs() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return nil
+	}
+	lib := filepath.Join(filepath.Dir(filepath.Dir(exe)), "lib")
+	if st, err := os.Stat(lib); err != nil || !st.IsDir() {
+		return nil
+	}
+	return []string{lib}
+}
+
 // serve runs the server with the backends bes until ctx ends (the signal),
 // then shuts down gracefully: stop reporting ready, stop accepting, let the
 // requests in flight finish (up to --exit-timeout-secs), unload the models.
@@ -125,8 +145,10 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 			return err
 		}
 	}
+	libDirs := installLibDirs()
+	logger.Info("op libraries are loaded from the model directories and the install tree's", "lib", libDirs)
 	mgr, err := repository.New(repository.Options{
-		Observer: observer, Cache: cache, RateLimiter: limiter,
+		Observer: observer, Cache: cache, RateLimiter: limiter, LibraryDirs: libDirs,
 		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,

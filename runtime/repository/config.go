@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -570,10 +571,11 @@ func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, er
 	return specs, nil
 }
 
-// spec builds the backend's view of one version. The model file and the
-// op libraries must resolve inside the model directory (dir and vdir are
-// resolved already); the file is handed on relative to vdir.
-func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) (*backend.ModelSpec, error) {
+// spec builds the backend's view of one version. The model file must
+// resolve inside the model directory, the op libraries inside it or one of
+// libDirs (Options.LibraryDirs); dir and vdir are resolved already, and the
+// file is handed on relative to vdir.
+func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libDirs []string) (*backend.ModelSpec, error) {
 	params := make(map[string]string, len(r.GetParameters()))
 	for k, p := range r.GetParameters() {
 		params[k] = p.GetStringValue()
@@ -593,7 +595,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) (*ba
 	}
 	var libs []string
 	for _, l := range r.GetModelOperations().GetOpLibraryFilename() {
-		real, err := backend.Confine(dir, vdir, l, "model_operations.op_library_filename")
+		real, err := confineLibrary(dir, vdir, l, libDirs)
 		if err != nil {
 			return nil, err
 		}
@@ -605,6 +607,29 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string) (*ba
 		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
 	}, nil
+}
+
+// confineLibrary resolves an op_library_filename: inside the model
+// directory, else inside one of libDirs. A name outside all of them keeps
+// the model directory's error, which names no server path.
+func confineLibrary(dir, vdir, name string, libDirs []string) (string, error) {
+	const what = "model_operations.op_library_filename"
+	real, err := backend.Confine(dir, vdir, name, what)
+	if err == nil {
+		return real, nil
+	}
+	for _, root := range libDirs {
+		if p, lerr := backend.Confine(root, vdir, name, what); lerr == nil {
+			return p, nil
+		}
+	}
+	if len(libDirs) > 0 {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", backend.Errorf(backend.InvalidArg, "%s '%s' resolves outside the model directory and the server's library directory; only files inside them may be named", what, name)
+	}
+	return "", err
 }
 
 // warmup materializes the model_warmup samples; input_data_file names a file

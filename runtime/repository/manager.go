@@ -90,6 +90,12 @@ type Options struct {
 	// their instance group's rate_limiter resources while they execute;
 	// nil (--rate-limit=off) runs them as soon as they are free.
 	RateLimiter *scheduler.RateLimiter
+	// LibraryDirs are directories, besides the model directory, from which
+	// a model's model_operations.op_library_filename may load libraries:
+	// the server's own install tree (cmd/tritonserver passes its lib/),
+	// where whoever installed the server put them, not a load request. A
+	// library anywhere else is refused like any file outside the model.
+	LibraryDirs []string
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -666,7 +672,7 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	if !isDir(vdir) {
 		return nil, fmt.Errorf("version directory %s not found", vname)
 	}
-	spec, err := cfg.spec(dir, vdir, v, m.opts.BackendConfig[cfg.backendName])
+	spec, err := cfg.spec(dir, vdir, v, m.opts.BackendConfig[cfg.backendName], m.opts.LibraryDirs)
 	if err != nil {
 		return nil, err
 	}
