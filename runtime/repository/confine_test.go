@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 )
 
@@ -74,5 +75,53 @@ func TestFilesConfinedToModelDirectory(t *testing.T) {
 	err := mgr.Load(ctx, "leak")
 	if err == nil || !strings.Contains(err.Error(), "config.pbtxt 'config.pbtxt' resolves outside the model directory") || strings.Contains(err.Error(), "root") {
 		t.Errorf("config.pbtxt symlinked out: %v", err)
+	}
+}
+
+// TestOpLibrariesFromLibraryDirs: an op library may also come from
+// Options.LibraryDirs (the server's install lib/, where custom operators
+// are installed), and from nowhere else.
+func TestOpLibrariesFromLibraryDirs(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "repo")
+	lib := filepath.Join(base, "prefix", "lib")
+	writeFile(t, filepath.Join(lib, "libmyops.so"), "op")
+	writeFile(t, filepath.Join(base, "elsewhere", "evil.so"), "foreign")
+	writeModel(t, root, "m", withFile, []string{"1"}, "model.bin")
+	mgr, err := New(Options{
+		Repositories: []string{root},
+		Backends:     map[string]backend.Backend{"fake": fake.New()},
+		LibraryDirs:  []string{lib},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	ctx := context.Background()
+	over := func(lib string) []byte {
+		return []byte(`{"backend":"fake","max_batch_size":8,"default_model_filename":"model.bin",` +
+			`"input":[{"name":"INPUT__0","data_type":"TYPE_FP32","dims":[4]}],` +
+			`"output":[{"name":"OUTPUT__0","data_type":"TYPE_FP32","dims":[3]}],` +
+			`"model_operations":{"op_library_filename":["` + lib + `"]}}`)
+	}
+	if err := mgr.LoadModel(ctx, "m", over("../../../prefix/lib/libmyops.so")); err != nil {
+		t.Fatalf("op library in the library dir: %v", err)
+	}
+	mod, err := mgr.Get("m", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(filepath.Join(lib, "libmyops.so"))
+	if len(mod.Spec.OpLibraries) != 1 || mod.Spec.OpLibraries[0] != real {
+		t.Errorf("op libraries %v, want [%s]", mod.Spec.OpLibraries, real)
+	}
+	for _, c := range []struct{ lib, want string }{
+		{filepath.Join(base, "elsewhere", "evil.so"), "resolves outside the model directory and the server's library directory"},
+		{"../../../prefix/lib/libnone.so", "not found"},
+	} {
+		err := mgr.LoadModel(ctx, "m", over(c.lib))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.lib, err, c.want)
+		}
 	}
 }
