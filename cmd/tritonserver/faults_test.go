@@ -124,7 +124,9 @@ func TestShutdownWithStuckExecution(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("serve still running 10 s after the signal with --exit-timeout-secs=3:\n%s", s.logs)
 	}
-	if d := time.Since(start); d > 3500*time.Millisecond {
+	// The execution hangs forever; 3 s beyond the exit timeout allows for a
+	// loaded machine and still shows the timeout ended the wait.
+	if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("shutdown took %s with --exit-timeout-secs=3", d)
 	}
 	if a := <-httpAns; a.err != nil || a.code != 503 || !strings.Contains(a.body, "was unloaded while this request was executing") {
