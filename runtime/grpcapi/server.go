@@ -22,9 +22,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	// gzip registers itself (deflate is registered by New): requests
+	// compressed with either are read, the message size limit applying to
+	// the inflated message, and answered with the same encoding.
 	"google.golang.org/grpc/encoding/gzip"
-	// gzip registers itself: requests compressed with it are read (the
-	// message size limit applies to the inflated message).
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -108,6 +109,7 @@ func New(opts Options) *Server {
 		opts.Health = health.New(opts.Manager, true)
 	}
 	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: grpchealth.NewServer()}
+	registerDeflate()
 	// gzip's level is the codec's own process-wide setting; it is set here,
 	// before any RPC is served.
 	switch strings.ToLower(opts.ResponseCompression) {
