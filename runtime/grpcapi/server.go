@@ -26,7 +26,6 @@ import (
 	// compressed with either are read, the message size limit applying to
 	// the inflated message, and answered with the same encoding.
 	"google.golang.org/grpc/encoding/gzip"
-	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
@@ -94,7 +93,7 @@ type Server struct {
 	opts   Options
 	mgr    *repository.Manager
 	log    *slog.Logger
-	health *grpchealth.Server // grpc.health.v1
+	health *readinessHealth // grpc.health.v1
 }
 
 // New builds the service; register it with Register or NewGRPCServer.
@@ -108,7 +107,7 @@ func New(opts Options) *Server {
 	if opts.Health == nil {
 		opts.Health = health.New(opts.Manager, true)
 	}
-	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: grpchealth.NewServer()}
+	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: newReadinessHealth(opts.Health)}
 	registerDeflate()
 	// gzip's level is the codec's own process-wide setting; it is set here,
 	// before any RPC is served.
@@ -125,8 +124,6 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/health"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
@@ -111,7 +113,39 @@ func TestReadiness(t *testing.T) {
 			if err != nil || ready.Ready != c.Ready {
 				t.Errorf("ServerReady = %v, %v; want %v", ready, err, c.Ready)
 			}
+			// grpc.health.v1, which Kubernetes gRPC probes use, says the same.
+			want := healthpb.HealthCheckResponse_NOT_SERVING
+			if c.Ready {
+				want = healthpb.HealthCheckResponse_SERVING
+			}
+			for _, svc := range []string{"", "inference.GRPCInferenceService"} {
+				h, err := e.health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+				if err != nil || h.Status != want {
+					t.Errorf("health Check(%q) = %v, %v; want %v", svc, h, err, want)
+				}
+			}
 		})
+	}
+}
+
+// TestHealthWatchSeesDrain: a Watch stream opened on a ready server reports
+// NOT_SERVING once the server starts draining, without anyone calling Check.
+func TestHealthWatchSeesDrain(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	hs := health.New(repo.Manager, true)
+	e := serve(t, repo, Options{Manager: repo.Manager, Health: hs})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := e.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first Watch message = %v, %v; want SERVING", m, err)
+	}
+	hs.Drain()
+	if m, err := w.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("Watch after Drain = %v, %v; want NOT_SERVING", m, err)
 	}
 }
 
