@@ -29,6 +29,16 @@ var embedded embed.FS
 // Embedded returns the embedded copy, with the repository's paths.
 func Embedded() fs.FS { return embedded }
 
+// buildYAML is the project's own build.yaml. Its profiles (system, archive)
+// are documented as built in, so they must work from a directory that has
+// no build.yaml too.
+//
+//go:embed build.yaml
+var buildYAML []byte
+
+// BuildConfig returns the project's own build.yaml as compiled in.
+func BuildConfig() []byte { return buildYAML }
+
 // Checkout returns the root of the checkout this binary was compiled from,
 // or "" when that is unknown (a -trimpath build), gone, or no longer this
 // module.

@@ -31,6 +31,10 @@ type ProjectOptions struct {
 	// store and used; when both are, the config's directory is.
 	ProjectDirHint string
 	BuiltinSources fs.FS
+	// BuiltinConfig is tritonbuild's own build.yaml. When no build.yaml is
+	// found, its profiles (and only those: the other settings stay at
+	// their defaults) are what --profile chooses from.
+	BuiltinConfig []byte
 	// Sets are --set assignments applied over build.yaml and the profile
 	// (recipe.ApplySets); relative external paths resolve against the
 	// current directory.
@@ -66,6 +70,13 @@ func OpenProject(opts ProjectOptions) (*Project, error) {
 			return nil, err
 		}
 		cfg = recipe.DefaultConfig(wd)
+		if opts.BuiltinConfig != nil {
+			b, err := recipe.ParseConfig("(built-in build.yaml)", opts.BuiltinConfig)
+			if err != nil {
+				return nil, fmt.Errorf("tritonbuild's own build.yaml: %w", err)
+			}
+			cfg.Profiles = b.Profiles
+		}
 	}
 	settings, err := cfg.Resolve(opts.Profile)
 	if err != nil {

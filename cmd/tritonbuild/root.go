@@ -115,6 +115,7 @@ func (g *globals) open() (*builder.Project, error) {
 		BuiltinLabel:   "recipes",
 		ProjectDirHint: tritonbuild.Checkout(),
 		BuiltinSources: tritonbuild.Embedded(),
+		BuiltinConfig:  tritonbuild.BuildConfig(),
 	})
 	if err != nil {
 		return nil, err

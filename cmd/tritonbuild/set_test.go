@@ -52,3 +52,23 @@ func TestSetSelectsLikeBuildYAML(t *testing.T) {
 		t.Errorf("bad --set value: %v\n%s", err, stderr)
 	}
 }
+
+// The documented built-in profiles work from a directory without a
+// build.yaml (they come from tritonbuild's own), and choose the same nodes
+// as from the checkout; without --profile nothing of that build.yaml applies.
+func TestBuiltinProfilesWithoutBuildYAML(t *testing.T) {
+	store := t.TempDir()
+	bare := t.TempDir()
+	got := planJSON(t, bare, "llvm", "--store", store, "--profile", "archive")["llvm"]
+	want := planJSON(t, "../..", "llvm", "--store", store, "--profile", "archive")["llvm"]
+	if got.Version != "15.0.6" || got.Hash != want.Hash {
+		t.Errorf("--profile archive outside the checkout: llvm %s %s, in it %s %s", got.Version, got.Hash, want.Version, want.Hash)
+	}
+	if def := planJSON(t, bare, "llvm", "--store", store)["llvm"]; def.Version != "15.0.7" {
+		t.Errorf("no profile, no build.yaml: llvm %s, want the recipe's default 15.0.7", def.Version)
+	}
+	_, stderr, err := run(t, bare, "plan", "llvm", "--store", store, "--profile", "nope")
+	if err == nil || !strings.Contains(stderr, `unknown profile "nope" (known: [archive system])`) {
+		t.Errorf("unknown profile: %v\n%s", err, stderr)
+	}
+}
