@@ -25,7 +25,13 @@ import (
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
 
-var tritonTimestamps = []string{"REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"}
+// The timestamps of a traced request, in time order, as Triton's trace
+// file has them: the core's between the frontend's (docs/user_guide/trace.md).
+var (
+	coreTimestamps = []string{"REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "INFER_RESPONSE_COMPLETE", "REQUEST_END"}
+	httpTimestamps = slices.Concat([]string{"HTTP_RECV_START", "HTTP_RECV_END"}, coreTimestamps, []string{"HTTP_SEND_START", "HTTP_SEND_END"})
+	grpcTimestamps = slices.Concat([]string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END"}, coreTimestamps, []string{"GRPC_SEND_START", "GRPC_SEND_END"})
+)
 
 func inferBoth(t *testing.T, ctx context.Context, s *testServer, model string, md metadata.MD, hdr http.Header) {
 	t.Helper()
@@ -61,8 +67,9 @@ func inferBoth(t *testing.T, ctx context.Context, s *testServer, model string, m
 
 // TestTritonTraceFile: with Triton's --trace-config flags the server
 // writes Triton's JSON trace records for requests of both protocols; the
-// file parses back with the model, request ids and every timestamp name in
-// order; settings change through both protocols.
+// file parses back with the model, request ids and every timestamp name of
+// the core and of the request's frontend, in order of their times;
+// settings change through both protocols.
 func TestTritonTraceFile(t *testing.T) {
 	root, dir := t.TempDir(), t.TempDir()
 	writeFakeModel(t, root, "a")
@@ -123,6 +130,7 @@ func TestTritonTraceFile(t *testing.T) {
 	type traceInfo struct {
 		model, request string
 		names          []string
+		ns             []float64
 	}
 	traces := map[float64]*traceInfo{}
 	for _, r := range records {
@@ -143,13 +151,21 @@ func TestTritonTraceFile(t *testing.T) {
 				t.Errorf("timestamp %v", e)
 			}
 			traces[id].names = append(traces[id].names, e["name"].(string))
+			traces[id].ns = append(traces[id].ns, e["ns"].(float64))
 		}
 	}
 	var requests []string
 	for _, tr := range traces {
 		requests = append(requests, tr.model+"/"+tr.request)
-		if !slices.Equal(tr.names, tritonTimestamps) {
-			t.Errorf("trace of %s/%s: timestamps %v, want %v", tr.model, tr.request, tr.names, tritonTimestamps)
+		want := httpTimestamps
+		if tr.request == "g1" {
+			want = grpcTimestamps
+		}
+		if !slices.Equal(tr.names, want) {
+			t.Errorf("trace of %s/%s: timestamps %v, want %v", tr.model, tr.request, tr.names, want)
+		}
+		if !slices.IsSorted(tr.ns) {
+			t.Errorf("trace of %s/%s: timestamps out of time order: %v %v", tr.model, tr.request, tr.names, tr.ns)
 		}
 	}
 	slices.Sort(requests)
@@ -179,7 +195,7 @@ func TestTraceLogFrequency(t *testing.T) {
 	for _, name := range []string{"t.json.0", "t.json.1"} {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		var recs []map[string]any
-		if err != nil || json.Unmarshal(data, &recs) != nil || len(recs) != 2*(1+len(tritonTimestamps)) {
+		if err != nil || json.Unmarshal(data, &recs) != nil || len(recs) != 2+len(httpTimestamps)+len(grpcTimestamps) {
 			t.Errorf("%s: %v, %d records\n%s", name, err, len(recs), data)
 		}
 	}
@@ -293,6 +309,12 @@ func TestOpenTelemetryTracing(t *testing.T) {
 		}
 		if got := names(model); !slices.Equal(got, []string{"REQUEST_START", "QUEUE_START", "REQUEST_END"}) {
 			t.Errorf("model span events %v", got)
+		}
+		// The frontend's timestamps are the root's events, as in Triton.
+		rootHTTP := []string{"HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END"}
+		rootGRPC := []string{"GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "INFER_RESPONSE_COMPLETE", "GRPC_SEND_START", "GRPC_SEND_END"}
+		if got := names(sp); !slices.Equal(got, rootHTTP) && !slices.Equal(got, rootGRPC) {
+			t.Errorf("root span events %v, want %v or %v", got, rootHTTP, rootGRPC)
 		}
 		if got := names(compute); !slices.Equal(got, []string{"COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"}) {
 			t.Errorf("compute span events %v", got)

@@ -141,6 +141,9 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	if len(s.opts.Restricted) > 0 {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.restrictUnary), grpc.ChainStreamInterceptor(s.restrictStream))
 	}
+	if s.opts.Tracing != nil {
+		opts = append(opts, grpc.StatsHandler(traceStats{s.opts.Tracing}))
+	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	return g
@@ -244,26 +247,35 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 	if tr == nil {
 		return s.inferWith(ctx, r, start, nil)
 	}
-	tr.Activity("REQUEST_START", start)
-	model, version, outs := r.GetModelName(), int64(0), []backend.Tensor(nil)
-	defer func() { tr.Finish(model, version, r.GetId(), outs) }()
-	return s.inferWith(ctx, r, start, func(m *repository.Model, req *backend.Request, resp *backend.Response) {
+	model, version := r.GetModelName(), int64(0)
+	defer func() {
+		tr.SetModel(model, version, r.GetId())
+		endTrace(ctx, tr)
+	}()
+	return s.inferWith(ctx, r, start, func(answered bool, m *repository.Model, req *backend.Request, resp *backend.Response) {
 		if m != nil {
 			model, version = m.Name, m.Version
 		}
-		if req != nil && req.Trace == nil {
-			req.Trace = tr
-			tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+		if !answered {
+			if req.Trace == nil {
+				req.Trace = tr
+				tr.Activity("REQUEST_START", time.Now())
+				tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+			}
+			return
 		}
+		var outs []backend.Tensor
 		if resp != nil && tr.Wants(tracing.LevelTensors) {
 			outs = resp.Outputs
 		}
+		tr.RequestEnd(outs)
 	})
 }
 
-// inferWith runs one inference; seen, when not nil, is told the model,
-// the decoded request and the response as they become known.
-func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start time.Time, seen func(*repository.Model, *backend.Request, *backend.Response)) (*pb.ModelInferResponse, error) {
+// inferWith runs one inference; seen, when not nil, is told the model and
+// the decoded request (answered false), then the response (answered true;
+// nil on an error) as they become known.
+func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start time.Time, seen func(answered bool, m *repository.Model, req *backend.Request, resp *backend.Response)) (*pb.ModelInferResponse, error) {
 	m, err := s.mgr.Resolve(r.GetModelName(), r.GetModelVersion())
 	if err != nil {
 		return nil, err
@@ -282,11 +294,11 @@ func (s *Server) inferWith(ctx context.Context, r *pb.ModelInferRequest, start t
 		version = m.Version
 	}
 	if seen != nil {
-		seen(m, req, nil)
+		seen(false, m, req, nil)
 	}
 	m, resp, err := s.mgr.Infer(ctx, m, version, req, start)
 	if seen != nil {
-		seen(m, req, resp)
+		seen(true, m, req, resp)
 	}
 	if err != nil {
 		return nil, err

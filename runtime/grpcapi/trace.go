@@ -2,9 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/stats"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // TraceSetting implements the RPC (Triton's trace extension): a setting
@@ -34,4 +39,87 @@ func (s *Server) TraceSetting(_ context.Context, r *pb.TraceSettingRequest) (*pb
 		out.Settings[k] = &pb.TraceSettingResponse_SettingValue{Value: v}
 	}
 	return out, nil
+}
+
+// traceStats is a stats.Handler that gives traced ModelInfer calls
+// Triton's transport timestamps: GRPC_WAITREAD_START when the call began
+// (its headers arrived; Triton's also counts the wait for them),
+// GRPC_WAITREAD_END when its message was read, GRPC_SEND_END when the
+// response was written. The trace is only known once the handler has the
+// model's name, so the times wait in the call's context until then, and
+// the trace ends here, after the send.
+type traceStats struct{ m *tracing.Manager }
+
+type callTimesKey struct{}
+
+// callTimes are one ModelInfer call's transport times.
+type callTimes struct {
+	mu          sync.Mutex
+	begin, read time.Time
+	sent        time.Time
+	tr          *tracing.Trace // set by the handler for a sampled call
+}
+
+func (h traceStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if info.FullMethodName != pb.GRPCInferenceService_ModelInfer_FullMethodName || !h.m.Active() {
+		return ctx
+	}
+	return context.WithValue(ctx, callTimesKey{}, &callTimes{})
+}
+
+func (h traceStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	ct, _ := ctx.Value(callTimesKey{}).(*callTimes)
+	if ct == nil {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	switch st := st.(type) {
+	case *stats.Begin:
+		ct.begin = st.BeginTime
+	case *stats.InPayload:
+		ct.read = st.RecvTime
+	case *stats.OutPayload:
+		ct.sent = st.SentTime
+	case *stats.End:
+		if ct.tr == nil {
+			return
+		}
+		sent := ct.sent
+		if sent.IsZero() { // an error status: sent with the trailers
+			sent = st.EndTime
+		}
+		ct.tr.Activity("GRPC_SEND_END", sent)
+		ct.tr.End()
+		ct.tr = nil
+	}
+}
+
+func (traceStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (traceStats) HandleConn(context.Context, stats.ConnStats) {}
+
+// endTrace records the handler's end of a traced call (GRPC_SEND_START:
+// the response goes to the transport) with the read times the stats
+// handler noted, and leaves the trace for it to end after the send. A
+// call it did not tag (tracing switched on during the call, or a server
+// without the handler) ends its trace here.
+func endTrace(ctx context.Context, tr *tracing.Trace) {
+	now := time.Now()
+	ct, _ := ctx.Value(callTimesKey{}).(*callTimes)
+	if ct == nil {
+		tr.Activity("GRPC_SEND_START", now)
+		tr.End()
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if !ct.begin.IsZero() {
+		tr.Activity("GRPC_WAITREAD_START", ct.begin)
+	}
+	if !ct.read.IsZero() {
+		tr.Activity("GRPC_WAITREAD_END", ct.read)
+	}
+	tr.Activity("GRPC_SEND_START", now)
+	ct.tr = tr
 }

@@ -460,42 +460,95 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	tr := s.opts.Tracing.Sample(r.PathValue("model"), propagation.HeaderCarrier(r.Header))
 	if tr != nil {
-		tr.Activity("REQUEST_START", start)
+		tr.Activity("HTTP_RECV_START", start)
 		s.inferTraced(w, r, start, tr)
 		return
 	}
 	s.inferWith(w, r, start, nil)
 }
 
-// inferTraced serves a traced request; the trace ends with the answer.
+// inferTraced serves a traced request with Triton's timestamps: the
+// frontend's HTTP_RECV_START/END (the body read) and HTTP_SEND_START/END
+// (the answer written) around the core's REQUEST_START..REQUEST_END. The
+// trace ends once the answer is written.
 func (s *Server) inferTraced(w http.ResponseWriter, r *http.Request, start time.Time, tr *tracing.Trace) {
 	var (
 		model   = r.PathValue("model")
 		version int64
 		id      string
-		outs    []backend.Tensor
 	)
-	defer func() { tr.Finish(model, version, id, outs) }()
-	s.inferWith(w, r, start, func(m *repository.Model, req *backend.Request, resp *backend.Response) {
+	defer func() {
+		tr.Activity("HTTP_SEND_END", time.Now())
+		tr.SetModel(model, version, id)
+		tr.End()
+	}()
+	tw := &traceWriter{ResponseWriter: w, tr: tr}
+	s.inferWith(tw, r, start, func(st inferStage, m *repository.Model, req *backend.Request, resp *backend.Response) {
 		if m != nil {
 			model, version = m.Name, m.Version
 		}
-		if req != nil {
+		switch st {
+		case stageRead:
+			tr.Activity("HTTP_RECV_END", time.Now())
+		case stageDecoded:
 			id = req.ID
 			if req.Trace == nil {
 				req.Trace = tr
+				tr.Activity("REQUEST_START", time.Now())
 				tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
 			}
-		}
-		if resp != nil && tr.Wants(tracing.LevelTensors) {
-			outs = resp.Outputs
+		case stageAnswered:
+			var outs []backend.Tensor
+			if resp != nil && tr.Wants(tracing.LevelTensors) {
+				outs = resp.Outputs
+			}
+			tr.RequestEnd(outs)
 		}
 	})
 }
 
-// inferWith serves an infer request; seen, when not nil, is told the
-// model, the decoded request and the response as they become known.
-func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Time, seen func(*repository.Model, *backend.Request, *backend.Response)) {
+// traceWriter notes HTTP_SEND_START when the answer's first byte (or its
+// status) is written.
+type traceWriter struct {
+	http.ResponseWriter
+	tr      *tracing.Trace
+	sending bool
+}
+
+func (w *traceWriter) sendStart() {
+	if !w.sending {
+		w.sending = true
+		w.tr.Activity("HTTP_SEND_START", time.Now())
+	}
+}
+
+func (w *traceWriter) WriteHeader(code int) {
+	w.sendStart()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *traceWriter) Write(b []byte) (int, error) {
+	w.sendStart()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (read
+// deadlines of the body's pacing).
+func (w *traceWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// inferStage names the points of an infer request a trace follows.
+type inferStage int
+
+const (
+	stageRead     inferStage = iota // the body is read
+	stageDecoded                    // the request is decoded (req set)
+	stageAnswered                   // the model answered (resp set, nil on an error)
+)
+
+// inferWith serves an infer request; seen, when not nil, is told each
+// stage with the model, the decoded request and the response as they
+// become known.
+func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Time, seen func(inferStage, *repository.Model, *backend.Request, *backend.Response)) {
 	m, err := s.model(r)
 	if err != nil {
 		writeError(w, err)
@@ -507,6 +560,9 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 		return
 	}
 	bp, err := s.readBody(w, r)
+	if seen != nil {
+		seen(stageRead, m, nil, nil)
+	}
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		writeError(w, err)
@@ -524,11 +580,11 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 		version = m.Version
 	}
 	if seen != nil {
-		seen(m, req, nil)
+		seen(stageDecoded, m, req, nil)
 	}
 	m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
 	if seen != nil {
-		seen(m, req, resp)
+		seen(stageAnswered, m, req, resp)
 	}
 	if err != nil {
 		writeError(w, err)

@@ -126,9 +126,24 @@ func (e *otelExporter) export(t *Trace) {
 			last = ev.at
 		}
 	}
+	// The model's span runs from its first event to its last; the
+	// frontend's transport timestamps around it belong to the root.
+	// (Events are in time order: End sorted them.)
+	var mfirst, mlast time.Time
+	for _, ev := range t.events {
+		if !isFrontend(ev.name) {
+			if mfirst.IsZero() {
+				mfirst = ev.at
+			}
+			mlast = ev.at
+		}
+	}
+	if mfirst.IsZero() {
+		mfirst, mlast = first, last
+	}
 	server := trace.WithSpanKind(trace.SpanKindServer)
 	rootCtx, root := e.tracer.Start(parent, "InferRequest", server, trace.WithTimestamp(first))
-	modelCtx, model := e.tracer.Start(rootCtx, t.model, server, trace.WithTimestamp(first), trace.WithAttributes(
+	modelCtx, model := e.tracer.Start(rootCtx, t.model, server, trace.WithTimestamp(mfirst), trace.WithAttributes(
 		attribute.String("triton.model_name", t.model),
 		attribute.Int64("triton.model_version", t.version),
 		attribute.Int64("triton.trace_id", int64(t.id)),
@@ -149,11 +164,23 @@ func (e *otelExporter) export(t *Trace) {
 				}
 			}
 		default:
-			model.AddEvent(ev.name, trace.WithTimestamp(ev.at))
+			if isFrontend(ev.name) {
+				root.AddEvent(ev.name, trace.WithTimestamp(ev.at))
+			} else {
+				model.AddEvent(ev.name, trace.WithTimestamp(ev.at))
+			}
 		}
 	}
-	model.End(trace.WithTimestamp(last))
+	model.End(trace.WithTimestamp(mlast))
 	root.End(trace.WithTimestamp(last))
+}
+
+// isFrontend tells the HTTP and gRPC frontends' timestamps
+// (HTTP_RECV_START, GRPC_SEND_END, ..., and INFER_RESPONSE_COMPLETE, when
+// the frontend has the response) from the core's: Triton puts them on the
+// root span.
+func isFrontend(name string) bool {
+	return strings.HasPrefix(name, "HTTP_") || strings.HasPrefix(name, "GRPC_") || name == "INFER_RESPONSE_COMPLETE"
 }
 
 func (e *otelExporter) shutdown(ctx context.Context) error {

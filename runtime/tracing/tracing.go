@@ -1,7 +1,9 @@
 // Package tracing is Triton's trace extension: sampled inference requests
 // record their activities (REQUEST_START, QUEUE_START, COMPUTE_START,
-// COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END, REQUEST_END) and,
-// at level TENSORS, their input and output tensors. Settings are global or
+// COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END, REQUEST_END), the
+// frontends their transport's (HTTP_RECV_START/END, HTTP_SEND_START/END;
+// GRPC_WAITREAD_START/END, GRPC_SEND_START/END; INFER_RESPONSE_COMPLETE) and, at level TENSORS, the
+// input and output tensors. Settings are global or
 // per model and change at run time (/v2[/models/M]/trace/setting, gRPC
 // TraceSetting) with Triton's fallback rule: a model's unset fields follow
 // the global ones.
@@ -9,8 +11,8 @@
 // Mode "triton" writes Triton's JSON trace records to the trace file (one
 // array; with log_frequency N, every N traces to FILE.0, FILE.1, ...).
 // Mode "opentelemetry" exports spans over OTLP/HTTP with the OpenTelemetry
-// SDK (an InferRequest root span, a span named after the model, a
-// "compute" span), and a request carrying a W3C traceparent is traced
+// SDK (an InferRequest root span with the frontend's timestamps as events,
+// a span named after the model with the request's, a "compute" span), and a request carrying a W3C traceparent is traced
 // whatever the rate, as Triton does.
 //
 // When no setting traces anything, Sample is one atomic load: the request
@@ -195,6 +197,10 @@ func (m *Manager) sampler(model string) *sampler {
 	}
 	return m.global
 }
+
+// Active reports whether some setting may trace a request: the gRPC
+// frontend notes a call's transport timestamps only then.
+func (m *Manager) Active() bool { return m != nil && m.active.Load() }
 
 // Sample decides whether a request for model is traced and returns its
 // trace, or nil. carrier reads the request's headers (HTTP header or gRPC
@@ -477,17 +483,20 @@ func shapeText(s []int64) string {
 	return strings.Join(parts, ",")
 }
 
-// Finish records the end of a traced request for model version (mod nil
-// when it never resolved one), its outputs at level TENSORS, and ends the
-// trace. Frontends call it once per traced request.
-func (t *Trace) Finish(model string, version int64, requestID string, outputs []backend.Tensor) {
+// RequestEnd records the end of a traced request in the server's core
+// (INFER_RESPONSE_COMPLETE and REQUEST_END: the model's response is ready,
+// the frontend has yet to send it) and its outputs at level TENSORS (nil when there are none).
+// The frontend records its send timestamps after it and then calls End.
+func (t *Trace) RequestEnd(outputs []backend.Tensor) {
 	if t == nil {
 		return
 	}
-	t.SetModel(model, version, requestID)
 	if outputs != nil {
 		t.Tensors("TENSOR_BACKEND_OUTPUT", outputs)
 	}
-	t.Activity("REQUEST_END", time.Now())
-	t.End()
+	// The frontend has the response when the core ends the request: the
+	// two are one moment here, recorded in Triton's order.
+	now := time.Now()
+	t.Activity("INFER_RESPONSE_COMPLETE", now)
+	t.Activity("REQUEST_END", now)
 }

@@ -23,7 +23,9 @@ func TestSamplingAndModelFallback(t *testing.T) {
 		if tr := m.Sample("a", nil); tr != nil {
 			sampled++
 			tr.Activity("REQUEST_START", time.Now())
-			tr.Finish("a", 1, "", nil)
+			tr.SetModel("a", 1, "")
+			tr.RequestEnd(nil)
+			tr.End()
 		}
 	}
 	if sampled != 3 {
@@ -63,7 +65,7 @@ func TestSamplingAndModelFallback(t *testing.T) {
 	// A finite count collects into an indexed file, written when it runs out.
 	data, _ := os.ReadFile(file + ".0")
 	var recs []map[string]any
-	if err := json.Unmarshal(data, &recs); err != nil || len(recs) != 3*3 {
+	if err := json.Unmarshal(data, &recs); err != nil || len(recs) != 3*4 {
 		t.Errorf("trace file: %v, %d records: %s", err, len(recs), data)
 	}
 
@@ -87,7 +89,9 @@ func TestTensorRecords(t *testing.T) {
 	data := []byte{1, 0, 0, 0, 2, 0, 0, 0}
 	tr.Tensors("TENSOR_QUEUE_INPUT", []backend.Tensor{{Name: "X", DataType: backend.Int32, Shape: []int64{1, 2}, Data: data}})
 	data[0] = 9 // the caller reuses its buffer
-	tr.Finish("m", 3, "r1", []backend.Tensor{{Name: "S", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{2, 0, 0, 0, 'h', 'i'}}})
+	tr.SetModel("m", 3, "r1")
+	tr.RequestEnd([]backend.Tensor{{Name: "S", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{2, 0, 0, 0, 'h', 'i'}}})
+	tr.End()
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
