@@ -23,6 +23,11 @@
 //	               per correlation id when CORRID is fed, else per batch row
 //	               (the direct strategy's slot); START resets it, END drops
 //	               it, and a row with READY false is left alone.
+//	               "statesum" (for sequence_batching with implicit
+//	               state): a model that keeps nothing itself; the first
+//	               output (INT32, shape of the first input) and the output
+//	               STATE_OUT are the sum of the first input's elements and
+//	               of the input STATE_IN's, the state the server carries.
 //	fake_delay_us  sleep this long per Execute call (simulated compute).
 //	fake_load_delay_us  sleep this long in NewInstance (a slow load); the
 //	               load's context ends the wait.
@@ -133,6 +138,10 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 			return nil, backend.Errorf(backend.InvalidArg, "fake accumulate model %q needs an INT32 first input and an INT32 first output", spec.Name)
 		}
 		inst.state = map[string]int32{}
+	case "statesum":
+		if len(spec.Inputs) < 1 || len(spec.Outputs) < 1 || spec.Inputs[0].DataType != backend.Int32 || spec.Outputs[0].DataType != backend.Int32 {
+			return nil, backend.Errorf(backend.InvalidArg, "fake statesum model %q needs an INT32 first input and an INT32 first output", spec.Name)
+		}
 	case "identity":
 		if len(spec.Outputs) > len(spec.Inputs) {
 			return nil, backend.Errorf(backend.InvalidArg, "fake identity model %q has more outputs than inputs", spec.Name)
@@ -247,13 +256,41 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		return out, nil
 	}
 	for i, r := range reqs {
-		if in.mode == "linear" {
+		switch in.mode {
+		case "linear":
 			out[i] = in.linear(r)
-		} else {
+		case "statesum":
+			out[i] = in.statesum(r)
+		default:
 			out[i] = in.identity(r)
 		}
 	}
 	return out, nil
+}
+
+// statesum serves one request of the statesum mode.
+func (in *instance) statesum(r *backend.Request) *backend.Response {
+	var sum int32
+	var state *backend.Tensor
+	for i := range r.Inputs {
+		if r.Inputs[i].Name == "STATE_IN" {
+			state = &r.Inputs[i]
+		}
+	}
+	if state == nil || state.DataType != backend.Int32 {
+		return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "fake statesum: no INT32 input STATE_IN")}
+	}
+	for _, t := range []*backend.Tensor{&r.Inputs[0], state} {
+		for k := 0; k+4 <= len(t.Data); k += 4 {
+			sum += int32(binary.LittleEndian.Uint32(t.Data[k:]))
+		}
+	}
+	shape := append([]int64(nil), r.Inputs[0].Shape...)
+	data := binary.LittleEndian.AppendUint32(nil, uint32(sum))
+	return &backend.Response{Outputs: []backend.Tensor{
+		{Name: in.spec.Outputs[0].Name, DataType: backend.Int32, Shape: shape, Data: data},
+		{Name: "STATE_OUT", DataType: backend.Int32, Shape: shape, Data: data},
+	}}
 }
 
 func (in *instance) linear(r *backend.Request) *backend.Response {

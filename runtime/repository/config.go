@@ -56,6 +56,9 @@ type resolved struct {
 	beOutputs   []backend.TensorSpec
 	reshape     *reshapes
 	json        []byte
+	// stateFiles are the initial_state data_file of each implicit state
+	// ("" for none), read per version (sequenceStates).
+	stateFiles []string
 }
 
 // prepare reads and validates the config of the model in dir and selects the
@@ -384,7 +387,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		r.sched.Dynamic = d
 	}
 	if cfg.GetSequenceBatching() != nil {
-		if r.sched.Sequence, err = sequenceConfig(cfg, r.inputs); err != nil {
+		if r.sched.Sequence, r.stateFiles, err = sequenceConfig(cfg, r.inputs, r.outputs); err != nil {
 			return nil, err
 		}
 	}

@@ -92,8 +92,9 @@ var supportedLeaves = map[string]bool{
 	// Responses streamed through Scheduler.Stream (decoupled.go).
 	"model_transaction_policy.decoupled": true,
 
-	// The sequence batcher (scheduler/sequence.go); implicit state and
-	// iterative sequences are not implemented.
+	// The sequence batcher (scheduler/sequence.go) and its implicit state
+	// (scheduler/state.go). Iterative sequences are not implemented: they
+	// need a backend that reschedules a request, which none here does.
 	"sequence_batching.max_sequence_idle_microseconds":         true,
 	"sequence_batching.control_input.name":                     true,
 	"sequence_batching.control_input.control.kind":             true,
@@ -106,6 +107,15 @@ var supportedLeaves = map[string]bool{
 	"sequence_batching.oldest.max_candidate_sequences":         true,
 	"sequence_batching.oldest.preferred_batch_size":            true,
 	"sequence_batching.oldest.max_queue_delay_microseconds":    true,
+	"sequence_batching.state.input_name":                       true,
+	"sequence_batching.state.output_name":                      true,
+	"sequence_batching.state.data_type":                        true,
+	"sequence_batching.state.dims":                             true,
+	"sequence_batching.state.initial_state.data_type":          true,
+	"sequence_batching.state.initial_state.dims":               true,
+	"sequence_batching.state.initial_state.zero_data":          true,
+	"sequence_batching.state.initial_state.data_file":          true,
+	"sequence_batching.state.initial_state.name":               true,
 	// Ensembles (ensemble.go).
 	"ensemble_scheduling.step.model_name":    true,
 	"ensemble_scheduling.step.model_version": true,

@@ -686,6 +686,11 @@ func (m *Manager) loadVersion(ctx context.Context, cfg *resolved, dir string, v 
 	}
 	sc.Version = v
 	sc.Warmup = warm
+	if sc.Sequence != nil {
+		if sc.Sequence, err = sequenceStates(sc.Sequence, dir, cfg.stateFiles); err != nil {
+			return nil, err
+		}
+	}
 	labels, err := loadLabels(dir, cfg.GetOutput())
 	if err != nil {
 		return nil, err

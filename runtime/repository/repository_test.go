@@ -134,7 +134,7 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 	writeModel(t, root, "good", linearCfg, []string{"1"})
 	writeModel(t, root, "graph", linearCfg+"optimization { graph { level: 1 } }", []string{"1"})
 	writeModel(t, root, "gpu", linearCfg+"instance_group [{ kind: KIND_GPU }]", []string{"1"})
-	writeModel(t, root, "seq", linearCfg+"sequence_batching { state [{ input_name: \"S\" output_name: \"S_OUT\" }] }", []string{"1"})
+	writeModel(t, root, "seq", linearCfg+"sequence_batching { iterative_sequence: true }", []string{"1"})
 	writeModel(t, root, "ragged", strings.Replace(linearCfg, "dims: [4]", "dims: [4] allow_ragged_batch: true", 1), []string{"1"})
 	writeModel(t, root, "syntax", "name: \"syntax\"\nbackend: \"fake\"\n  max_batch_size: eight\n", []string{"1"})
 	writeModel(t, root, "wrongname", "name: \"other\"\n"+linearCfg, []string{"1"})
@@ -156,7 +156,7 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 	reasons := map[string]string{
 		"graph":      "unsupported: optimization.graph.level",
 		"gpu":        "instance group gpu_0 of model gpu has kind KIND_GPU but server does not support GPUs",
-		"seq":        "unsupported: sequence_batching.state.input_name",
+		"seq":        "unsupported: sequence_batching.iterative_sequence",
 		"ragged":     "unsupported: input.allow_ragged_batch",
 		"syntax":     "model 'syntax': syntax/config.pbtxt:3:19:",
 		"wrongname":  "does not match its directory",

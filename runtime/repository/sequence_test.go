@@ -2,9 +2,13 @@ package repository
 
 import (
 	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 )
 
@@ -41,5 +45,79 @@ func TestSequenceConfigRefusals(t *testing.T) {
 	}
 	if len(cases) != 0 {
 		t.Errorf("not in the index: %v", cases)
+	}
+}
+
+const stateCfg = `
+backend: "fake"
+max_batch_size: 2
+parameters { key: "fake_mode" value { string_value: "statesum" } }
+input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+`
+
+func stateModel(state string) string {
+	return stateCfg + `sequence_batching { state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [-1] ` + state + ` }] }`
+}
+
+// TestSequenceStateConfig loads implicit-state models: a data_file initial
+// state is read from the model's initial_state directory and reaches the
+// START request; bad state configs are refused naming the state.
+func TestSequenceStateConfig(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "file", stateModel(`initial_state { data_type: TYPE_INT32 dims: [1] data_file: "seven" name: "init" }`), []string{"1"})
+	if err := os.MkdirAll(filepath.Join(root, "file", "initial_state"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file", "initial_state", "seven"), binary.LittleEndian.AppendUint32(nil, 7), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeModel(t, root, "zero", stateModel(`initial_state { data_type: TYPE_INT32 dims: [1] zero_data: true name: "init" }`), []string{"1"})
+	cases := map[string]struct{ cfg, want string }{
+		"isinput":   {strings.Replace(stateModel(""), `"STATE_IN"`, `"IN"`, 1), "sequence_batching state 'IN' is also a model input"},
+		"noout":     {strings.Replace(stateModel(""), `output_name: "STATE_OUT"`, "", 1), "state[0] must give both input_name and output_name"},
+		"badtype":   {stateModel(`initial_state { data_type: TYPE_FP32 dims: [1] zero_data: true name: "i" }`), "initial_state 'i' has data_type FP32, the state is INT32"},
+		"vardims":   {stateModel(`initial_state { data_type: TYPE_INT32 dims: [-1] zero_data: true name: "i" }`), "initial_state 'i' dims [-1] must be fixed"},
+		"nofile":    {stateModel(`initial_state { data_type: TYPE_INT32 dims: [1] data_file: "missing" name: "i" }`), "sequence_batching state 'STATE_IN'"},
+		"escape":    {stateModel(`initial_state { data_type: TYPE_INT32 dims: [1] data_file: "../config.pbtxt" name: "i" }`), "must name a file inside the model's initial_state directory"},
+		"declared":  {strings.Replace(stateModel(""), `output [`, `output [{ name: "STATE_OUT" data_type: TYPE_FP32 dims: [1] }, `, 1), "output 'STATE_OUT' is declared as FP32 but the state is INT32"},
+		"decoupled": {stateModel("") + " model_transaction_policy { decoupled: true }", "implicit state is not supported for models with the decoupled transaction policy"},
+	}
+	for name, c := range cases {
+		writeModel(t, root, name, c.cfg, []string{"1"})
+	}
+	m := newManager(t, fake.New(), true, root)
+	_ = m.LoadAll(context.Background())
+	for _, e := range m.Index(false) {
+		if c, ok := cases[e.Name]; ok {
+			if e.State != Unavailable || !strings.Contains(e.Reason, c.want) {
+				t.Errorf("%s: %s %q, want UNAVAILABLE with %q", e.Name, e.State, e.Reason, c.want)
+			}
+			delete(cases, e.Name)
+		}
+	}
+	if len(cases) != 0 {
+		t.Errorf("not in the index: %v", cases)
+	}
+	for model, initial := range map[string]int32{"file": 7, "zero": 0} {
+		mod, err := m.Get(model, -1)
+		if err != nil {
+			t.Fatalf("%s should load: %v", model, err)
+		}
+		sum := initial
+		for i, v := range []int32{3, 4, 5} {
+			sum += v
+			req := &backend.Request{
+				Sequence: backend.Sequence{ID: 9, Start: i == 0, End: i == 2},
+				Inputs:   []backend.Tensor{{Name: "IN", DataType: backend.Int32, Shape: []int64{1, 1}, Data: binary.LittleEndian.AppendUint32(nil, uint32(v))}},
+			}
+			resp, err := mod.Scheduler.Infer(context.Background(), req)
+			if err != nil || resp.Err != nil {
+				t.Fatalf("%s step %d: %v %v", model, i, err, resp)
+			}
+			if got := int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data)); got != sum || len(resp.Outputs) != 1 {
+				t.Fatalf("%s step %d: got %v, want OUT %d alone", model, i, resp.Outputs, sum)
+			}
+		}
 	}
 }

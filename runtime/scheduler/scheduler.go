@@ -122,6 +122,10 @@ type job struct {
 	// null marks the filler of an empty slot of a direct sequence batch:
 	// executed, never answered or counted.
 	null bool
+	// slot is the sequence slot the job was taken from and seqState the
+	// sequence's implicit state then (sequence batcher).
+	slot     *seqSlot
+	seqState []backend.Tensor
 }
 
 // Scheduler queues and executes the requests of one model version.
@@ -270,7 +274,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		}
 	}
 	if cfg.Sequence != nil {
-		s.seq = newSequencer(s, cfg.Sequence, len(s.instances), cfg.MaxBatchSize)
+		s.seq = newSequencer(s, cfg.Sequence, len(s.instances), cfg.MaxBatchSize, spec.Outputs)
 		for i, inst := range s.instances {
 			s.running = append(s.running, &slot{limit: tickets[i]})
 			s.workers.Add(1)
@@ -759,6 +763,9 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 		r := resps[i]
 		if r == nil {
 			r = &backend.Response{Err: backend.Errorf(backend.Internal, "backend returned no response for request %d of model '%s'", i, s.cfg.Name)}
+		}
+		if s.seq != nil && len(s.seq.cfg.States) > 0 {
+			r = s.seq.keepState(j, r)
 		}
 		end := time.Now()
 		if r.Err != nil {

@@ -68,6 +68,9 @@ type Sequence struct {
 	// MaxBacklog bounds the sequences waiting for a slot when every slot
 	// is bound; 0 means DefaultMaxBacklog.
 	MaxBacklog int
+	// States are the implicit state tensors the scheduler carries from
+	// one request of a sequence to the next (state.go).
+	States []State
 }
 
 // DefaultMaxBacklog is the backlog bound when Sequence.MaxBacklog is 0.
@@ -94,6 +97,11 @@ type seqSlot struct {
 	bound     bool
 	last      time.Time // when the sequence's latest request arrived
 	queue     []*job
+	// state holds the sequence's implicit state tensors (index as
+	// Sequence.States), nil until its first request produced them. Only
+	// the slot's instance worker executes its requests, one at a time,
+	// so the state is read and written in the sequence's order.
+	state []backend.Tensor
 }
 
 // backlogSeq is a sequence waiting for a slot.
@@ -116,14 +124,18 @@ type sequencer struct {
 	backlogByKey map[seqKey]*backlogSeq
 	free         []*seqSlot // the next to bind last
 	queued       int
+	// allOutputs are the outputs the backend produces for a request that
+	// names none: the declared ones and the state outputs (state.go).
+	allOutputs []string
 }
 
-func newSequencer(s *Scheduler, cfg *Sequence, instances, maxBatch int) *sequencer {
+func newSequencer(s *Scheduler, cfg *Sequence, instances, maxBatch int, outputs []backend.TensorSpec) *sequencer {
 	per := max(maxBatch, 1)
 	if cfg.Strategy == Oldest && cfg.MaxCandidates > 0 {
 		per = cfg.MaxCandidates
 	}
 	q := &sequencer{s: s, cfg: cfg, bound: map[seqKey]*seqSlot{}, backlogByKey: map[seqKey]*backlogSeq{}}
+	q.initStates(outputs)
 	for i := 0; i < instances; i++ {
 		row := make([]*seqSlot, per)
 		for k := range row {
@@ -222,6 +234,7 @@ func (q *sequencer) releaseIfDone(slot *seqSlot, now time.Time) {
 		return
 	}
 	slot.key = seqKey{}
+	slot.state = nil // the sequence ended or idled out: free its state
 	if len(q.backlog) == 0 {
 		q.free = append(q.free, slot)
 		return
@@ -240,6 +253,9 @@ func (q *sequencer) releaseIfDone(slot *seqSlot, now time.Time) {
 // pop takes the head request of slot. Called with mu held.
 func (q *sequencer) pop(slot *seqSlot, now time.Time) *job {
 	j := slot.queue[0]
+	// Before releaseIfDone, which frees the state of a sequence whose
+	// END this is.
+	j.slot, j.seqState = slot, slot.state
 	slot.queue[0] = nil
 	slot.queue = slot.queue[1:]
 	if len(slot.queue) == 0 {
@@ -425,6 +441,10 @@ func (s *Scheduler) workSequence(inst backend.Instance, idx int, run *slot) {
 			}
 			r := *j.req
 			r.Inputs = append(j.req.Inputs[:len(j.req.Inputs):len(j.req.Inputs)], s.controls(j.req.Sequence, true)...)
+			if len(s.seq.cfg.States) > 0 {
+				r.Inputs = append(r.Inputs, s.seq.stateInputs(j)...)
+				r.Outputs = s.seq.stateOutputs(j.req.Outputs)
+			}
 			reqs = append(reqs, &r)
 		}
 		if !s.execute(inst, batch, reqs, len(batch), run) {
@@ -447,6 +467,9 @@ func (s *Scheduler) nullJob(like *job) *job {
 		r.Inputs = append(r.Inputs, backend.Tensor{Name: in.Name, DataType: in.DataType, Shape: in.Shape, Data: make([]byte, n*size)})
 	}
 	r.Inputs = append(r.Inputs, s.controls(backend.Sequence{}, false)...)
+	for i := range s.seq.cfg.States {
+		r.Inputs = append(r.Inputs, s.seq.initialState(i))
+	}
 	if like.sink != nil {
 		r.Sender = discard{}
 	}
