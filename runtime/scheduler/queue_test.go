@@ -40,6 +40,17 @@ func send(s *Scheduler, name string, req *backend.Request, out chan<- answer, wg
 	}()
 }
 
+// waitPending waits until n requests are accepted and not yet answered
+// (queued, gathering into a batch or executing).
+func waitPending(t *testing.T, s *Scheduler, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.pending.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests pending, want %d", s.pending.Load(), n)
+		}
+	}
+}
+
 // waitQueued waits until n requests wait in the scheduler's queues.
 func waitQueued(t *testing.T, s *Scheduler, n int) {
 	t.Helper()
@@ -51,16 +62,18 @@ func waitQueued(t *testing.T, s *Scheduler, n int) {
 }
 
 // TestQueueCountsTheFormingBatch is server's L0_http
-// test_descriptive_status_code: with max_queue_size 1, a 1 s queue delay
+// test_descriptive_status_code: with max_queue_size 1, a long queue delay
 // and preferred batch size 8, the first request waits for its batch to
 // fill, still in Triton's queue, and a second one is refused with 503 /
 // "Exceeds maximum queue size"; the first then runs.
 func TestQueueCountsTheFormingBatch(t *testing.T) {
-	s := newQueued(t, 8, "0", &Dynamic{PreferredBatchSizes: []int{8}, MaxQueueDelay: 500 * time.Millisecond, Levels: []QueuePolicy{{MaxQueueSize: 1}}})
+	// The delay is long so that on a loaded machine the first request is
+	// still gathering when the second arrives.
+	s := newQueued(t, 8, "0", &Dynamic{PreferredBatchSizes: []int{8}, MaxQueueDelay: 3 * time.Second, Levels: []QueuePolicy{{MaxQueueSize: 1}}})
 	out := make(chan answer, 2)
 	var wg sync.WaitGroup
 	send(s, "first", rowsRequest(1, 0), out, &wg)
-	time.Sleep(100 * time.Millisecond) // the worker is gathering
+	waitPending(t, s, 1) // the worker is gathering
 	_, err := s.Infer(context.Background(), rowsRequest(1, 0))
 	if status.HTTPStatus(err) != 503 || err.Error() != "[request id: <id_unknown>] Exceeds maximum queue size" {
 		t.Fatalf("second request: %v", err)
@@ -91,7 +104,7 @@ func TestTimeoutRejectIsPrompt(t *testing.T) {
 			out := make(chan answer, 2)
 			var wg sync.WaitGroup
 			send(s, "busy", rowsRequest(1, 0), out, &wg)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // busy is executing (for 4 s)
 			start := time.Now()
 			req := rowsRequest(1, 0)
 			req.Timeout = c.timeout

@@ -215,9 +215,7 @@ func TestCloseDrainsAcceptedRequests(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		go func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); done <- err }()
 	}
-	for s.pending.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	waitPending(t, s, 3)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -353,9 +351,7 @@ func TestCloseCutsCancellableExecution(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); done <- err }()
-	for s.pending.Load() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitPending(t, s, 1)
 	time.Sleep(10 * time.Millisecond) // executing
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
