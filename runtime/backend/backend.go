@@ -102,6 +102,11 @@ type TensorSpec struct {
 	DataType DataType
 	Dims     []int64
 	Optional bool
+	// Ragged is allow_ragged_batch: requests whose shapes of this input
+	// differ may be batched together; a backend that runs a batch at once
+	// concatenates their elements into one 1-D tensor (Triton's libtorch
+	// backend does the same).
+	Ragged bool
 }
 
 // ModelSpec is everything a backend needs to load one version of a model,
@@ -125,6 +130,11 @@ type ModelSpec struct {
 	// ConfigJSON is the model config in Triton's JSON form, as handed to
 	// python models in initialize(args["model_config"]).
 	ConfigJSON []byte
+	// BatchInputs and BatchOutputs are the config's batch_input and
+	// batch_output, validated (sources are required inputs, targets of
+	// batch outputs are outputs).
+	BatchInputs  []BatchInput
+	BatchOutputs []BatchOutput
 }
 
 // Request is one inference request as seen by a backend. With dynamic

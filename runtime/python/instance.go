@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -298,19 +299,33 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	resps := make([]*backend.Response, len(reqs))
 	// Lay the inputs out: offsets first, so the region grows at most once.
 	sent := make([]int, 0, len(reqs)) // indexes of requests that go to the stub
-	end := 0
 	for i, r := range reqs {
 		if err := checkRequest(r); err != nil {
 			resps[i] = &backend.Response{Err: err}
 			continue
 		}
 		sent = append(sent, i)
-		for j := range r.Inputs {
-			end = alignUp(end) + len(r.Inputs[j].Data)
-		}
 	}
 	if len(sent) == 0 {
 		return resps, nil
+	}
+	extra, err := in.batchInputs(reqs, sent)
+	if err != nil {
+		for _, i := range sent {
+			resps[i] = &backend.Response{Err: err}
+		}
+		return resps, nil
+	}
+	end := 0
+	for k, i := range sent {
+		for j := range reqs[i].Inputs {
+			end = alignUp(end) + len(reqs[i].Inputs[j].Data)
+		}
+		if extra != nil {
+			for j := range extra[k] {
+				end = alignUp(end) + len(extra[k][j].Data)
+			}
+		}
 	}
 	if err := in.ensureRunning(ctx); err != nil {
 		return nil, err
@@ -347,8 +362,12 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 			msg = append(msg, ',')
 		}
 		msg = append(msg, `{"in":[`...)
-		for j := range r.Inputs {
-			t := &r.Inputs[j]
+		ins := r.Inputs
+		if extra != nil {
+			ins = extra[k]
+		}
+		for j := range ins {
+			t := &ins[j]
 			off = alignUp(off)
 			copy(in.shm.buf[off:], t.Data)
 			if j > 0 {
@@ -541,6 +560,40 @@ func (in *Instance) collect(req *backend.Request, outs []wireTensor, buf []byte)
 		}
 	}
 	return resp
+}
+
+// batchInputs returns, when the model has batch inputs, the inputs of each
+// request in sent (by its index there) followed by its piece of every
+// batch input (backend.BatchInput.Pieces), the batch being the requests
+// sent together; model.py reads them with get_input_tensor_by_name like
+// any input. nil when the model has none.
+func (in *Instance) batchInputs(reqs []*backend.Request, sent []int) ([][]backend.Tensor, error) {
+	if len(in.spec.BatchInputs) == 0 {
+		return nil, nil
+	}
+	batch := make([]*backend.Request, len(sent))
+	for k, i := range sent {
+		batch[k] = reqs[i]
+	}
+	extra := make([][]backend.Tensor, len(sent))
+	for k, r := range batch {
+		extra[k] = slices.Clip(r.Inputs) // appends below copy, leaving the request's own slice alone
+	}
+	for b := range in.spec.BatchInputs {
+		bi := &in.spec.BatchInputs[b]
+		pieces, err := bi.Pieces(batch, in.spec.MaxBatchSize > 0)
+		if err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "python model %q: %w", in.spec.Name, err)
+		}
+		for k := range batch {
+			for _, name := range bi.Targets {
+				t := pieces[k]
+				t.Name = name
+				extra[k] = append(extra[k], t)
+			}
+		}
+	}
+	return extra, nil
 }
 
 // checkRequest rejects what numpy could not represent, so that a bad

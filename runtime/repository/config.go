@@ -59,6 +59,9 @@ type resolved struct {
 	// stateFiles are the initial_state data_file of each implicit state
 	// ("" for none), read per version (sequenceStates).
 	stateFiles []string
+	// batch_input and batch_output (batchio.go).
+	batchInputs  []backend.BatchInput
+	batchOutputs []backend.BatchOutput
 }
 
 // prepare reads and validates the config of the model in dir and selects the
@@ -319,6 +322,9 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	if r.reshape, r.beInputs, r.beOutputs, err = newReshapes(cfg, r.inputs, r.outputs); err != nil {
 		return nil, err
 	}
+	if r.batchInputs, r.batchOutputs, err = batchIO(cfg, r.beInputs, r.beOutputs); err != nil {
+		return nil, err
+	}
 	// The preferred batch sizes the batcher uses are the config's own; the
 	// default Triton fills in ([max_batch_size]) is only shown.
 	var preferred []int32
@@ -565,11 +571,11 @@ func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, er
 				return nil, fmt.Errorf("%s '%s' has invalid dimension %d", kind, d.GetName(), dim)
 			}
 		}
-		opt := false
+		opt, ragged := false, false
 		if in, ok := any(d).(*modelconfig.ModelInput); ok {
-			opt = in.GetOptional()
+			opt, ragged = in.GetOptional(), in.GetAllowRaggedBatch()
 		}
-		specs = append(specs, backend.TensorSpec{Name: d.GetName(), DataType: dt, Dims: slices.Clone(d.GetDims()), Optional: opt})
+		specs = append(specs, backend.TensorSpec{Name: d.GetName(), DataType: dt, Dims: slices.Clone(d.GetDims()), Optional: opt, Ragged: ragged})
 	}
 	return specs, nil
 }
@@ -609,6 +615,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libD
 		Filename: filename, MaxBatchSize: int(r.MaxBatchSize),
 		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
+		BatchInputs: r.batchInputs, BatchOutputs: r.batchOutputs,
 	}, nil
 }
 

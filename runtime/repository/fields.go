@@ -50,6 +50,15 @@ var supportedLeaves = map[string]bool{
 	"input.data_type": true,
 	"input.dims":      true,
 	"input.optional":  true,
+	// Ragged batching and batch inputs/outputs (batchio.go).
+	"input.allow_ragged_batch":  true,
+	"batch_input.kind":          true,
+	"batch_input.target_name":   true,
+	"batch_input.data_type":     true,
+	"batch_input.source_input":  true,
+	"batch_output.kind":         true,
+	"batch_output.target_name":  true,
+	"batch_output.source_input": true,
 	// The format is descriptive for the frontends (no layout conversion).
 	"input.format": true,
 

@@ -160,6 +160,18 @@ type instance struct {
 	inIndex  map[string]int
 	outIndex map[string]int
 	maxBatch int
+	// Per forward() position: flat marks a ragged input (allow_ragged_batch),
+	// passed as the 1-D concatenation of the batch's elements; derived is
+	// the index in batchIns of the batch input filling it, -1 for inputs
+	// the requests carry. batchPos lists each batch input's positions.
+	flat      []bool
+	derived   []int
+	batchIns  []backend.BatchInput
+	batchPos  [][]int
+	batchOuts map[int]*backend.BatchOutput // config output -> its batch_output
+	// placeholder holds a batch input's position in a prepared request
+	// until its group's forward computes the tensor.
+	placeholder backend.Tensor
 	// Reused across Execute calls (never concurrent on one instance), so
 	// that a one-request Execute allocates little besides its response.
 	scratch [][]byte // per forward() position, for concatenated inputs
@@ -218,7 +230,18 @@ func (in *instance) forward(args []backend.Tensor) ([]backend.Tensor, error) {
 }
 
 func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, required, declaredOutputs int) (*instance, error) {
-	inPos, err := inputPositions(spec.Inputs, forwardNames, required)
+	// Batch inputs are forward() arguments like the config's inputs, after
+	// them (Triton's libtorch backend places them by the same naming rules).
+	inputs := spec.Inputs
+	if len(spec.BatchInputs) > 0 {
+		inputs = slices.Clone(spec.Inputs)
+		for _, bi := range spec.BatchInputs {
+			for _, t := range bi.Targets {
+				inputs = append(inputs, backend.TensorSpec{Name: t, DataType: bi.DataType, Dims: []int64{-1}})
+			}
+		}
+	}
+	inPos, err := inputPositions(inputs, forwardNames, required)
 	if err != nil {
 		return nil, err
 	}
@@ -229,18 +252,49 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 	inst := &instance{
 		name:     spec.Name,
 		fwd:      fwd,
-		inputs:   spec.Inputs,
+		inputs:   inputs,
 		outputs:  spec.Outputs,
 		inPos:    inPos,
 		outPos:   outPos,
 		inIndex:  map[string]int{},
 		outIndex: map[string]int{},
 		maxBatch: spec.MaxBatchSize,
-		scratch:  make([][]byte, len(spec.Inputs)),
-		args:     make([]backend.Tensor, len(spec.Inputs)),
+		scratch:  make([][]byte, len(inputs)),
+		args:     make([]backend.Tensor, len(inputs)),
+		flat:     make([]bool, len(inputs)),
+		derived:  make([]int, len(inputs)),
+		batchIns: spec.BatchInputs,
 	}
+	// Only the config's inputs come from requests.
 	for i, ts := range spec.Inputs {
 		inst.inIndex[ts.Name] = i
+		inst.flat[inPos[i]] = ts.Ragged
+	}
+	for pos := range inst.derived {
+		inst.derived[pos] = -1
+	}
+	ci := len(spec.Inputs)
+	for b, bi := range spec.BatchInputs {
+		var ps []int
+		for range bi.Targets {
+			inst.derived[inPos[ci]] = b
+			ps = append(ps, inPos[ci])
+			ci++
+		}
+		inst.batchPos = append(inst.batchPos, ps)
+	}
+	for b := range spec.BatchOutputs {
+		bo := &spec.BatchOutputs[b]
+		for _, t := range bo.Targets {
+			for j, o := range spec.Outputs {
+				if o.Name == t {
+					if inst.batchOuts == nil {
+						inst.batchOuts = map[int]*backend.BatchOutput{}
+					}
+					inst.batchOuts[j] = bo
+				}
+			}
+		}
 	}
 	for i, ts := range spec.Outputs {
 		inst.outIndex[ts.Name] = i
@@ -267,6 +321,7 @@ func (in *instance) Close() error {
 // prepared is a validated request: its tensors in forward() order.
 type prepared struct {
 	req   int
+	r     *backend.Request
 	args  []*backend.Tensor // forward() position -> tensor; length = args passed
 	batch int64             // dim 0 when batching, else 0
 	key   string            // non-batch shapes: requests with equal keys can be concatenated (set by group)
@@ -281,7 +336,7 @@ func (in *instance) prepare(p *prepared, i int, req *backend.Request) error {
 	}
 	args = args[:len(in.inputs)]
 	clear(args)
-	*p = prepared{req: i, args: args, batch: -1}
+	*p = prepared{req: i, r: req, args: args, batch: -1}
 	if err := in.fill(p, req); err != nil {
 		clear(p.args)
 		return err
@@ -311,6 +366,11 @@ func (in *instance) fill(p *prepared, req *backend.Request) error {
 			p.batch = t.Shape[0]
 		}
 		p.args[pos] = t
+	}
+	for _, ps := range in.batchPos {
+		for _, pos := range ps {
+			p.args[pos] = &in.placeholder
+		}
 	}
 	// Arguments are positional: only a trailing run of optional inputs may
 	// be left out (forward() must then have defaults for them).
@@ -355,8 +415,14 @@ func (in *instance) fill(p *prepared, req *backend.Request) error {
 func (in *instance) shapeKey(p *prepared) string {
 	var key strings.Builder
 	key.WriteString(strconv.Itoa(len(p.args)))
-	for _, t := range p.args {
+	for pos, t := range p.args {
 		key.WriteByte('|')
+		if in.flat[pos] || in.derived[pos] >= 0 {
+			// Ragged inputs batch whatever their shapes; batch inputs are
+			// computed for the group.
+			key.WriteByte('r')
+			continue
+		}
 		dims := t.Shape
 		if in.maxBatch > 0 {
 			dims = dims[1:]
@@ -516,13 +582,17 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 	for _, p := range g {
 		total += p.batch
 	}
-	if len(g) == 1 {
-		// Zero copy: the request's own buffers go to libtorch.
-		for pos, t := range g[0].args {
-			args[pos] = *t
-		}
-	} else {
-		for pos := range args {
+	for pos := range args {
+		switch {
+		case in.derived[pos] >= 0:
+			continue // below
+		case len(g) == 1:
+			// Zero copy: the request's own buffers go to libtorch.
+			args[pos] = *g[0].args[pos]
+			if in.flat[pos] {
+				args[pos].Shape = []int64{args[pos].NumElements()}
+			}
+		default:
 			first := g[0].args[pos]
 			size := 0
 			for _, p := range g {
@@ -538,7 +608,33 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 				buf = append(buf, p.args[pos].Data...)
 			}
 			shape := append([]int64{total}, first.Shape[1:]...)
+			if in.flat[pos] {
+				var n int64
+				for _, p := range g {
+					n += p.args[pos].NumElements()
+				}
+				shape = []int64{n}
+			}
 			args[pos] = backend.Tensor{Name: first.Name, DataType: first.DataType, Shape: shape, Data: buf}
+		}
+	}
+	var reqs []*backend.Request
+	if len(in.batchIns) > 0 || len(in.batchOuts) > 0 {
+		reqs = make([]*backend.Request, len(g))
+		for k, p := range g {
+			reqs[k] = p.r
+		}
+	}
+	for b := range in.batchIns {
+		t, err := in.batchInput(b, reqs)
+		if err != nil {
+			return nil, err
+		}
+		for _, pos := range in.batchPos[b] {
+			if pos < len(args) {
+				args[pos] = t
+				args[pos].Name = in.inputs[in.configIndexAt(pos)].Name
+			}
 		}
 	}
 	res, err := in.forward(args)
@@ -577,6 +673,19 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 		if t.DataType != spec.DataType {
 			return nil, backend.Errorf(backend.Internal, "model %q: forward() returned %s for output %q, config declares %s", in.name, t.DataType, spec.Name, spec.DataType)
 		}
+		if bo := in.batchOuts[j]; bo != nil {
+			parts, err := bo.Scatter(t, spec.Dims, reqs, in.maxBatch > 0)
+			if err != nil {
+				return nil, backend.Errorf(backend.Internal, "model %q: %w", in.name, err)
+			}
+			for k, p := range g {
+				if wants(p.outs, j) {
+					parts[k].Name = spec.Name
+					out[k] = append(out[k], parts[k])
+				}
+			}
+			continue
+		}
 		if in.maxBatch <= 0 {
 			t.Name = spec.Name
 			for k, p := range g {
@@ -613,6 +722,28 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 		out[k] = orderOutputs(out[k], p.outs, in.outputs)
 	}
 	return out, nil
+}
+
+// batchInput computes batch input b for a group's requests: the
+// concatenation of their pieces along the first dimension.
+func (in *instance) batchInput(b int, reqs []*backend.Request) (backend.Tensor, error) {
+	bi := &in.batchIns[b]
+	pieces, err := bi.Pieces(reqs, in.maxBatch > 0)
+	if err != nil {
+		return backend.Tensor{}, backend.Errorf(backend.InvalidArg, "model %q: %w", in.name, err)
+	}
+	var rows int64
+	size := 0
+	for _, p := range pieces {
+		rows += p.Shape[0]
+		size += len(p.Data)
+	}
+	data := make([]byte, 0, size)
+	for _, p := range pieces {
+		data = append(data, p.Data...)
+	}
+	shape := append([]int64{rows}, pieces[0].Shape[1:]...)
+	return backend.Tensor{DataType: bi.DataType, Shape: shape, Data: data}, nil
 }
 
 func wants(outs []int, j int) bool {

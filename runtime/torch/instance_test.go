@@ -361,3 +361,103 @@ func TestOutputDtypeMismatch(t *testing.T) {
 		t.Fatalf("OUTPUT__0 only: %+v", resps[0])
 	}
 }
+
+// raggedModel takes a ragged input flattened to 1-D and the batch input
+// INDEX (accumulated element counts, INT32); it returns the input doubled
+// (a batch output scattered by the input's shapes) and each request's sum.
+type raggedModel struct {
+	shapes [][]int64
+	index  [][]int32
+}
+
+func (m *raggedModel) Forward(in []backend.Tensor) ([]backend.Tensor, error) {
+	x, idx := in[0], in[1]
+	m.shapes = append(m.shapes, append([]int64(nil), x.Shape...))
+	var ends []int32
+	for i := 0; i+4 <= len(idx.Data); i += 4 {
+		ends = append(ends, int32(binary.LittleEndian.Uint32(idx.Data[i:])))
+	}
+	m.index = append(m.index, ends)
+	vals := f32s(x.Data)
+	doubled := make([]float32, len(vals))
+	for i, v := range vals {
+		doubled[i] = 2 * v
+	}
+	sums := make([]float32, len(ends))
+	start := int32(0)
+	for r, end := range ends {
+		for _, v := range vals[start:end] {
+			sums[r] += v
+		}
+		start = end
+	}
+	return []backend.Tensor{
+		{DataType: backend.FP32, Shape: []int64{int64(len(vals))}, Data: f32bytes(doubled)},
+		{DataType: backend.FP32, Shape: []int64{int64(len(ends)), 1}, Data: f32bytes(sums)},
+	}, nil
+}
+
+func TestRaggedBatchWithBatchInputAndOutput(t *testing.T) {
+	spec := &backend.ModelSpec{
+		Name:         "ragged",
+		MaxBatchSize: 8,
+		Inputs:       []backend.TensorSpec{{Name: "INPUT", DataType: backend.FP32, Dims: []int64{-1}, Ragged: true}},
+		Outputs: []backend.TensorSpec{
+			{Name: "DOUBLED", DataType: backend.FP32, Dims: []int64{-1}},
+			{Name: "SUM", DataType: backend.FP32, Dims: []int64{1}},
+		},
+		BatchInputs:  []backend.BatchInput{{Kind: backend.BatchAccumulatedElementCount, Targets: []string{"INDEX"}, DataType: backend.Int32, Source: "INPUT"}},
+		BatchOutputs: []backend.BatchOutput{{Targets: []string{"DOUBLED"}, Source: "INPUT"}},
+	}
+	m := &raggedModel{}
+	// forward(INPUT, INDEX): matched by forward()'s argument names.
+	inst, err := newInstance(spec, m, []string{"INPUT", "INDEX"}, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(n int, base float32) *backend.Request {
+		r := rowRequest(1, n, base)
+		r.Inputs[0].Name = "INPUT"
+		return r
+	}
+	reqs := []*backend.Request{req(3, 0), req(4, 10), req(5, 100)}
+	resps, err := inst.Execute(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.shapes) != 1 || len(m.shapes[0]) != 1 || m.shapes[0][0] != 12 {
+		t.Fatalf("forward input shapes %v, want one forward of [12]", m.shapes)
+	}
+	if got := m.index[0]; len(got) != 3 || got[0] != 3 || got[1] != 7 || got[2] != 12 {
+		t.Fatalf("INDEX = %v, want [3 7 12]", got)
+	}
+	for i, r := range reqs {
+		resp := resps[i]
+		if resp.Err != nil {
+			t.Fatalf("request %d: %v", i, resp.Err)
+		}
+		in := f32s(r.Inputs[0].Data)
+		d, s := resp.Outputs[0], resp.Outputs[1]
+		if d.Name != "DOUBLED" || len(d.Shape) != 2 || d.Shape[0] != 1 || d.Shape[1] != int64(len(in)) {
+			t.Fatalf("request %d: %s shape %v, want [1 %d]", i, d.Name, d.Shape, len(in))
+		}
+		var sum float32
+		for j, v := range f32s(d.Data) {
+			if v != 2*in[j] {
+				t.Fatalf("request %d DOUBLED[%d] = %v, want %v", i, j, v, 2*in[j])
+			}
+			sum += in[j]
+		}
+		if got := f32s(s.Data); len(got) != 1 || got[0] != sum {
+			t.Fatalf("request %d SUM = %v, want [%v]", i, got, sum)
+		}
+	}
+
+	// One request alone is flattened too, and its INDEX is its own count.
+	if _, err := inst.Execute(context.Background(), reqs[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.shapes[1]; len(got) != 1 || got[0] != 4 || len(m.index[1]) != 1 || m.index[1][0] != 4 {
+		t.Fatalf("single request: forward shape %v INDEX %v, want [4] and [4]", got, m.index[1])
+	}
+}
