@@ -99,6 +99,49 @@ func (s *syncBuffer) String() string {
 
 var startedRE = regexp.MustCompile(`Started (HTTPService|GRPCInferenceService|Metrics Service) at ([0-9a-f.:\[\]]+)`)
 
+// waitStarted waits until the log holds want "Started SERVICE at ADDR"
+// lines and returns the addresses by service name. done, when not nil,
+// receives the program's exit status: a server that ends first fails the
+// test at once instead of at the deadline.
+func waitStarted(t *testing.T, logs *syncBuffer, want int, done <-chan int) map[string]string {
+	t.Helper()
+	addrs := map[string]string{}
+	// Generous: in CI the two cores run other packages' tests meanwhile.
+	for deadline := time.Now().Add(120 * time.Second); len(addrs) < want; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start:\n%s", logs.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("server exited %d:\n%s", code, logs.String())
+		default:
+		}
+		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
+			addrs[m[1]] = m[2]
+		}
+	}
+	return addrs
+}
+
+// waitModelsReady polls each model's ready endpoint on the HTTP base URL
+// until it answers 200.
+func waitModelsReady(t *testing.T, base string, logs *syncBuffer, models ...string) {
+	t.Helper()
+	for _, m := range models {
+		for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if resp, err := http.Get(base + "/v2/models/" + m + "/ready"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("model %s never ready:\n%s", m, logs.String())
+			}
+		}
+	}
+}
+
 // TestServeWithFailedModel runs the real program: a pytorch model that
 // cannot load (its model.pt is not TorchScript) stops a default server,
 // and with --exit-on-error=false the server runs, reports the failure and
@@ -129,15 +172,7 @@ output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [2] }]`
 	var logs syncBuffer
 	done := make(chan int)
 	go func() { done <- run(ctx, append(common, "--exit-on-error=false"), io.Discard, &logs) }()
-	addrs := map[string]string{}
-	for deadline := time.Now().Add(20 * time.Second); len(addrs) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start:\n%s", logs.String())
-		}
-		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
-			addrs[m[1]] = m[2]
-		}
-	}
+	addrs := waitStarted(t, &logs, 2, done)
 	base := "http://" + addrs["HTTPService"]
 	get := func(url string) (int, string) {
 		resp, err := http.Get(url)

@@ -94,39 +94,11 @@ func startPythonServer(t *testing.T, withGRPC bool, model string, args ...string
 			t.Error("server did not shut down")
 		}
 	})
-	addrs := map[string]string{}
-	for deadline := time.Now().Add(120 * time.Second); len(addrs) < want; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start:\n%s", logs.String())
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("server exited %d:\n%s", code, logs.String())
-		default:
-		}
-		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
-			addrs[m[1]] = m[2]
-		}
-		if m := grpcStartedRE.FindStringSubmatch(logs.String()); m != nil {
-			addrs["grpc"] = m[1]
-		}
-	}
+	addrs := waitStarted(t, logs, want, done)
 	base := "http://" + addrs["HTTPService"]
-	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(base + "/v2/models/" + model + "/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("model never ready:\n%s", logs.String())
-		}
-	}
-	return base, "http://" + addrs["Metrics Service"], addrs["grpc"], logs
+	waitModelsReady(t, base, logs, model)
+	return base, "http://" + addrs["Metrics Service"], addrs["GRPCInferenceService"], logs
 }
-
-var grpcStartedRE = regexp.MustCompile(`Started GRPCInferenceService at ([0-9a-f.:\[\]]+)`)
 
 // inferGRPC sends the rows as raw_input_contents through a client
 // generated from our .proto.

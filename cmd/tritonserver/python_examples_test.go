@@ -75,34 +75,9 @@ func startExamples(t *testing.T, models []string, args ...string) *exampleServer
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	addrs := map[string]string{}
-	for deadline := time.Now().Add(120 * time.Second); len(addrs) < 3; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start:\n%s", logs.String())
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("server exited %d:\n%s", code, logs.String())
-		default:
-		}
-		for _, m := range startedRE.FindAllStringSubmatch(logs.String(), -1) {
-			addrs[m[1]] = m[2]
-		}
-	}
+	addrs := waitStarted(t, logs, 3, done)
 	s.http, s.grpc, s.metrics = "http://"+addrs["HTTPService"], addrs["GRPCInferenceService"], "http://"+addrs["Metrics Service"]
-	for _, m := range models {
-		for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if resp, err := http.Get(s.http + "/v2/models/" + m + "/ready"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("model %s never ready:\n%s", m, logs.String())
-			}
-		}
-	}
+	waitModelsReady(t, s.http, logs, models...)
 	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -56,14 +56,7 @@ func startServe(t *testing.T, ctx context.Context, root string, extra ...string)
 		t.Fatal(err)
 	}
 	go func() { s.done <- serve(ctx, cfg, log, map[string]backend.Backend{"fake": fake.New()}) }()
-	for deadline := time.Now().Add(20 * time.Second); len(s.addrs) < 3; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start:\n%s", s.logs.String())
-		}
-		for _, m := range startedRE.FindAllStringSubmatch(s.logs.String(), -1) {
-			s.addrs[m[1]] = m[2]
-		}
-	}
+	s.addrs = waitStarted(t, s.logs, 3, nil)
 	return s
 }
 
