@@ -188,6 +188,7 @@ var refusedFlags = map[string]string{
 	"reuse-grpc-port":                  "SO_REUSEPORT sharing of a port is not supported by this server",
 	"http-header-forward-pattern":      "forwarding headers as request parameters is not supported by this server",
 	"grpc-header-forward-pattern":      "forwarding headers as request parameters is not supported by this server",
+	"model-config-name":                "custom configuration names (configs/<name>.pbtxt) are not supported by this server; models read config.pbtxt",
 }
 
 // undefinedFlag extracts the name from the flag package's error for an
@@ -433,6 +434,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.grpcCompression, "grpc-infer-response-compression-level", "none", "gzip inference responses to clients that accept it: none, low, medium or high (requests compressed with gzip are always read)")
 	fs.Int("http-thread-count", 8, "accepted for Triton's command lines: each HTTP connection is served on its own goroutine here, so there is no thread pool to size")
 	fs.Int("grpc-infer-allocation-pool-size", 8, "accepted for Triton's command lines: request and response messages are garbage collected here, not pooled")
+	fs.Int("grpc-max-response-pool-size", 0, "accepted for Triton's command lines: responses are garbage collected here, not pooled (a stream's requests in flight are bounded instead)")
+	fs.Int("grpc-infer-thread-count", 2, "accepted for Triton's command lines: each GRPC call is served on its own goroutine here, so there is no thread pool to size")
+	peerAccess := true
+	boolVar(&peerAccess, "enable-peer-access", true, "accepted for Triton's command lines: without GPUs there is no peer access to enable")
 	fs.StringVar(&c.backendDirectory, "backend-directory", "", "accepted for Triton's command lines; the backends (pytorch, python) are built into this binary, so no directory is searched")
 	fs.Var(backendConfigFlag{c.backendConfig}, "backend-config", "backend setting <backend>,<setting>=<value> (repeatable)")
 	fs.StringVar(&c.id, "id", "triton", "server identifier reported by the metadata endpoint")
@@ -570,6 +575,8 @@ type limitFlags struct {
 	keepTime, keepTimeout, minPing *int
 	permitWithoutCalls             *bool
 	grpcIdle, grpcHandshake        *int
+	connAge, connAgeGrace          *int
+	pingStrikes, pingsWithoutData  *int
 	httpRestricted, grpcRestricted []string
 }
 
@@ -591,6 +598,10 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		permitWithoutCalls: fs.Bool("grpc-keepalive-permit-without-calls", false, "let clients send keepalive pings while no call runs"),
 		grpcIdle:           fs.Int("grpc-max-connection-idle-secs", int(grpcapi.DefaultMaxConnectionIdle/time.Second), "seconds a GRPC connection without calls stays open before the server sends GOAWAY (-1: never)"),
 		grpcHandshake:      fs.Int("grpc-handshake-timeout-secs", int(grpcapi.DefaultHandshakeTimeout/time.Second), "seconds a new GRPC connection has to complete its HTTP/2 setup"),
+		connAge:            fs.Int("grpc-max-connection-age", 0, "milliseconds after which a GRPC connection is sent GOAWAY, so that clients reconnect (0: no limit)"),
+		connAgeGrace:       fs.Int("grpc-max-connection-age-grace", 0, "milliseconds a connection past --grpc-max-connection-age gives its calls to finish before it is closed (0: no limit)"),
+		pingStrikes:        fs.Int("grpc-http2-max-ping-strikes", 2, "pings faster than --grpc-http2-min-recv-ping-interval-without-data tolerated before the connection is closed; only 2, the GRPC transport's fixed number, is supported"),
+		pingsWithoutData:   fs.Int("grpc-http2-max-pings-without-data", 2, "accepted for Triton's command lines: the server sends one keepalive ping per --grpc-keepalive-time of idleness and no others, whatever the value"),
 	}
 	fs.Var(listFlag{&l.httpRestricted}, "http-restricted-api", "<api>[,<api>...]:<key>=<value>: HTTP requests to these APIs need header <key> with <value> (repeatable; APIs: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)")
 	fs.Var(listFlag{&l.grpcRestricted}, "grpc-restricted-protocol", "<api>[,<api>...]:<key>=<value>: GRPC calls to these APIs need metadata triton-grpc-protocol-<key> with <value> (repeatable; the APIs of --http-restricted-api)")
@@ -667,6 +678,19 @@ func (l *limitFlags) apply(c *config) error {
 	}
 	if c.grpcLimits.HandshakeTimeout < 0 {
 		errs = append(errs, errors.New("--grpc-handshake-timeout-secs must be positive"))
+	}
+	if *l.connAge < 0 || *l.connAgeGrace < 0 {
+		errs = append(errs, fmt.Errorf("--grpc-max-connection-age and --grpc-max-connection-age-grace must not be negative, got %d and %d", *l.connAge, *l.connAgeGrace))
+	}
+	c.grpcLimits.MaxConnectionAge = time.Duration(*l.connAge) * time.Millisecond
+	c.grpcLimits.MaxConnectionAgeGrace = time.Duration(*l.connAgeGrace) * time.Millisecond
+	if *l.pingStrikes != 2 {
+		// grpc-go's server transport closes a connection after exactly two
+		// bad pings; no option changes it.
+		errs = append(errs, fmt.Errorf("--grpc-http2-max-ping-strikes=%d is not supported: the GRPC transport of this server tolerates exactly 2 ping strikes (Triton's default) before it closes the connection", *l.pingStrikes))
+	}
+	if *l.pingsWithoutData < 0 {
+		errs = append(errs, fmt.Errorf("--grpc-http2-max-pings-without-data must not be negative, got %d", *l.pingsWithoutData))
 	}
 	return errors.Join(errs...)
 }

@@ -40,6 +40,11 @@ func TestTritonBooleanFlags(t *testing.T) {
 			}},
 		{[]string{"--model-namespacing=false"}, func(c *config) bool { return true }},
 		{[]string{"--grpc-infer-response-compression-level=HIGH"}, func(c *config) bool { return c.grpcCompression == "HIGH" }},
+		{[]string{"--grpc-max-connection-age=60000", "--grpc-max-connection-age-grace", "5000"}, func(c *config) bool {
+			return c.grpcLimits.MaxConnectionAge == time.Minute && c.grpcLimits.MaxConnectionAgeGrace == 5*time.Second
+		}},
+		{[]string{"--grpc-http2-max-ping-strikes=2", "--grpc-http2-max-pings-without-data=0", "--grpc-infer-thread-count=4",
+			"--grpc-max-response-pool-size=16", "--enable-peer-access=false"}, func(c *config) bool { return c.grpcLimits.MaxConnectionAge == 0 }},
 	} {
 		c, err := parseFlags(append([]string{"--model-repository=/m"}, tc.args...), io.Discard)
 		if err != nil {
@@ -56,6 +61,9 @@ func TestTritonBooleanFlags(t *testing.T) {
 		"--cache-config=local,bytes=1":                "unknown local cache setting \"bytes\"",
 		"--model-namespacing=true":                    "--model-namespacing=true is not supported",
 		"--grpc-use-ssl=true":                         "--grpc-use-ssl is not supported: TLS",
+		"--model-config-name=h100":                    "--model-config-name is not supported: custom configuration names",
+		"--grpc-http2-max-ping-strikes=0":             "--grpc-http2-max-ping-strikes=0 is not supported: the GRPC transport of this server tolerates exactly 2 ping strikes",
+		"--grpc-max-connection-age=-1":                "--grpc-max-connection-age and --grpc-max-connection-age-grace must not be negative",
 		"--rate-limit=sometimes":                      "--rate-limit must be execution_count or off",
 		"--rate-limit-resource=R:1":                   "--rate-limit-resource needs --rate-limit=execution_count",
 		"--grpc-infer-response-compression-level=max": "invalid argument for --grpc-infer-response-compression-level",

@@ -44,6 +44,12 @@ type Limits struct {
 	// HandshakeTimeout bounds a new connection's HTTP/2 setup, so that a
 	// socket that never speaks is closed (--grpc-handshake-timeout-secs).
 	HandshakeTimeout time.Duration
+	// MaxConnectionAge sends a connection GOAWAY once it is this old, so
+	// that clients reconnect (and rebalance); its RPCs then have
+	// MaxConnectionAgeGrace to finish before it is closed (Triton's
+	// --grpc-max-connection-age and --grpc-max-connection-age-grace,
+	// milliseconds). Zero means no age limit, Triton's default.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 
 // Defaults of Limits: Triton's keepalive defaults (gRPC core's), and
@@ -92,6 +98,12 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 	params := keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}
 	if l.MaxConnectionIdle > 0 {
 		params.MaxConnectionIdle = l.MaxConnectionIdle
+	}
+	if l.MaxConnectionAge > 0 {
+		params.MaxConnectionAge = l.MaxConnectionAge
+	}
+	if l.MaxConnectionAgeGrace > 0 {
+		params.MaxConnectionAgeGrace = l.MaxConnectionAgeGrace
 	}
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),

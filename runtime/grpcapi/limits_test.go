@@ -103,3 +103,41 @@ func TestRestrictedProtocol(t *testing.T) {
 		t.Errorf("inference, not restricted: %v", err)
 	}
 }
+
+// TestConnectionAgeGoesAway: a connection older than MaxConnectionAge is
+// sent GOAWAY even while a call runs on it (so it is not the idle
+// bound), the client moves on, and the running stream still completes
+// within MaxConnectionAgeGrace.
+func TestConnectionAgeGoesAway(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	e := serve(t, repo, Options{Manager: repo.Manager, Limits: Limits{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: time.Minute}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := e.client.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := rows(1, 1)
+	if err := stream.Send(linearRequest("s1", x, true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// GOAWAY moves the client's connection out of READY.
+	for s := e.conn.GetState(); s == connectivity.Ready; s = e.conn.GetState() {
+		if !e.conn.WaitForStateChange(ctx, s) {
+			t.Fatal("the connection stayed READY past its age")
+		}
+	}
+	if err := stream.Send(linearRequest("s2", x, true)); err != nil {
+		t.Fatalf("the running stream within the grace period: %v", err)
+	}
+	if r, err := stream.Recv(); err != nil || r.GetInferResponse().GetId() != "s2" {
+		t.Fatalf("the running stream within the grace period: %v %v", r, err)
+	}
+	_ = stream.CloseSend()
+	if _, err := e.client.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil {
+		t.Errorf("a call after GOAWAY (on a new connection): %v", err)
+	}
+}
