@@ -24,12 +24,17 @@
 #include <torch/script.h>
 
 struct tbt_result {
+  // One per output: a tensor, or (List[str] outputs) an undefined tensor
+  // and the strings in Triton's BYTES encoding in bytes[i].
+  std::vector<c10::IValue> values;
   std::vector<at::Tensor> tensors;
+  std::vector<std::string> bytes;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<tbt_tensor_view> views;
 
-  // Drops the tensors but keeps every vector's capacity for the next call.
+  // Drops the outputs but keeps every vector's capacity for the next call.
   void clear() {
+    values.clear();
     tensors.clear();
     views.clear();
   }
@@ -105,6 +110,7 @@ const char *dtype_name(int32_t d) {
   case TBT_FP32: return "FP32";
   case TBT_FP64: return "FP64";
   case TBT_BF16: return "BF16";
+  case TBT_BYTES: return "BYTES";
   }
   return "unknown";
 }
@@ -157,22 +163,29 @@ int32_t declared_outputs(const c10::FunctionSchema &schema) {
   return -1;
 }
 
-// Collects the tensors of a forward() result: a Tensor, or a tuple or list
-// of tensors. Anything else is refused with its type in the message.
-tbt_status collect_outputs(const c10::IValue &v, std::vector<at::Tensor> *out, char **err) {
-  if (v.isTensor()) {
-    out->push_back(v.toTensor());
+// isStringList reports whether v is a List[str] (Triton's BYTES output).
+bool isStringList(const c10::IValue &v) {
+  return v.isList() && v.type()->expectRef<c10::ListType>().getElementType()->kind() ==
+                           c10::TypeKind::StringType;
+}
+
+// Collects the outputs of a forward() result: a Tensor or a List[str], or a
+// tuple of them, or a list of tensors. Anything else is refused with its
+// type in the message.
+tbt_status collect_outputs(const c10::IValue &v, std::vector<c10::IValue> *out, char **err) {
+  if (v.isTensor() || isStringList(v)) {
+    out->push_back(v);
     return TBT_OK;
   }
   if (v.isTuple()) {
     const auto &elems = v.toTupleRef().elements();
     for (size_t i = 0; i < elems.size(); i++) {
-      if (!elems[i].isTensor()) {
+      if (!elems[i].isTensor() && !isStringList(elems[i])) {
         return fail(err, TBT_ERR_UNSUPPORTED,
                     "forward() output " + std::to_string(i) + " is a " +
-                        elems[i].type()->str() + ", not a Tensor");
+                        elems[i].type()->str() + ", not a Tensor or List[str]");
       }
-      out->push_back(elems[i].toTensor());
+      out->push_back(elems[i]);
     }
     return TBT_OK;
   }
@@ -184,7 +197,56 @@ tbt_status collect_outputs(const c10::IValue &v, std::vector<at::Tensor> *out, c
   }
   return fail(err, TBT_ERR_UNSUPPORTED,
               "forward() returned a " + v.type()->str() +
-                  "; only a Tensor or a tuple or list of tensors is supported");
+                  "; only a Tensor, a List[str], or a tuple of them or list of tensors is supported");
+}
+
+// Parses a BYTES input (see TBT_BYTES) of numel elements into a List[str].
+tbt_status bytes_input(int32_t i, const tbt_tensor_in &in, int64_t numel,
+                       c10::List<std::string> *out, char **err) {
+  const char *p = static_cast<const char *>(in.data);
+  int64_t left = in.nbytes;
+  out->reserve(static_cast<size_t>(numel));
+  for (int64_t e = 0; e < numel; e++) {
+    if (left < 4) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "input " + std::to_string(i) + ": BYTES data ends before element " +
+                      std::to_string(e) + " of " + std::to_string(numel));
+    }
+    uint32_t len = static_cast<uint32_t>(static_cast<unsigned char>(p[0])) |
+                   static_cast<uint32_t>(static_cast<unsigned char>(p[1])) << 8 |
+                   static_cast<uint32_t>(static_cast<unsigned char>(p[2])) << 16 |
+                   static_cast<uint32_t>(static_cast<unsigned char>(p[3])) << 24;
+    p += 4;
+    left -= 4;
+    if (static_cast<int64_t>(len) > left) {
+      return fail(err, TBT_ERR_INVALID_ARG,
+                  "input " + std::to_string(i) + ": BYTES element " + std::to_string(e) +
+                      " claims " + std::to_string(len) + " bytes, " + std::to_string(left) +
+                      " remain");
+    }
+    out->push_back(std::string(p, len));
+    p += len;
+    left -= len;
+  }
+  if (left != 0) {
+    return fail(err, TBT_ERR_INVALID_ARG,
+                "input " + std::to_string(i) + ": " + std::to_string(left) +
+                    " bytes after its " + std::to_string(numel) + " BYTES elements");
+  }
+  return TBT_OK;
+}
+
+// Writes a List[str] in Triton's BYTES encoding.
+void bytes_output(const c10::IValue &v, std::string *out) {
+  out->clear();
+  for (const c10::IValue &e : v.toListRef()) {
+    const std::string &str = e.toStringRef();
+    uint32_t len = static_cast<uint32_t>(str.size());
+    char head[4] = {static_cast<char>(len & 0xff), static_cast<char>((len >> 8) & 0xff),
+                    static_cast<char>((len >> 16) & 0xff), static_cast<char>((len >> 24) & 0xff)};
+    out->append(head, 4);
+    out->append(str);
+  }
 }
 
 // Inter-op pool size chosen by this library; libtorch accepts exactly one
@@ -225,7 +287,7 @@ tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
   for (int32_t i = 0; i < n_inputs; i++) {
     const tbt_tensor_in &in = inputs[i];
     c10::ScalarType st;
-    if (!to_scalar_type(in.dtype, &st)) {
+    if (in.dtype != TBT_BYTES && !to_scalar_type(in.dtype, &st)) {
       return fail(err, TBT_ERR_UNSUPPORTED,
                   "input " + std::to_string(i) + ": data type " + dtype_name(in.dtype) +
                       " is not supported by libtorch 1.13");
@@ -241,6 +303,15 @@ tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
                         std::to_string(in.shape[d]));
       }
       numel *= in.shape[d];
+    }
+    if (in.dtype == TBT_BYTES) {
+      c10::List<std::string> list;
+      tbt_status bst = bytes_input(i, in, numel, &list, err);
+      if (bst != TBT_OK) {
+        return bst;
+      }
+      stack.emplace_back(std::move(list));
+      continue;
     }
     int64_t want = numel * static_cast<int64_t>(c10::elementSize(st));
     if (want != in.nbytes) {
@@ -265,17 +336,34 @@ tbt_status run_forward(tbt_module *m, const tbt_tensor_in *inputs, int32_t n_inp
   fn.run(stack);
   tbt_result &res = m->result;
   res.clear();
-  tbt_status st = collect_outputs(stack.front(), &res.tensors, err);
+  tbt_status st = collect_outputs(stack.front(), &res.values, err);
   if (st != TBT_OK) {
     res.clear();
     return st;
   }
-  size_t n = res.tensors.size();
+  size_t n = res.values.size();
   if (res.shapes.size() < n) {
     res.shapes.resize(n);
   }
+  if (res.bytes.size() < n) {
+    res.bytes.resize(n);
+  }
   res.views.resize(n);
+  res.tensors.resize(n);
   for (size_t i = 0; i < n; i++) {
+    if (!res.values[i].isTensor()) {
+      // A List[str]: its strings in Triton's encoding, owned by the result.
+      tbt_tensor_view &v = res.views[i];
+      bytes_output(res.values[i], &res.bytes[i]);
+      res.shapes[i].assign(1, static_cast<int64_t>(res.values[i].toListRef().size()));
+      v.dtype = TBT_BYTES;
+      v.ndim = 1;
+      v.shape = res.shapes[i].data();
+      v.data = res.bytes[i].data();
+      v.nbytes = static_cast<int64_t>(res.bytes[i].size());
+      continue;
+    }
+    res.tensors[i] = res.values[i].toTensor();
     at::Tensor &t = res.tensors[i];
     if (!t.device().is_cpu()) {
       t = t.cpu();

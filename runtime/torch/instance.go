@@ -2,6 +2,7 @@ package torch
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -472,7 +473,9 @@ func (in *instance) checkInput(ts *backend.TensorSpec, t *backend.Tensor) error 
 		}
 		return backend.Errorf(backend.InvalidArg, "model %q: input %q has shape %v, expected %v", in.name, t.Name, t.Shape, want)
 	}
-	if need := t.NumElements() * int64(t.DataType.Size()); int64(len(t.Data)) != need {
+	// BYTES elements were counted by the repository (Triton's string-element
+	// check); libtorch's side parses them again into the List[str].
+	if need := t.NumElements() * int64(t.DataType.Size()); t.DataType != backend.Bytes && int64(len(t.Data)) != need {
 		return backend.Errorf(backend.InvalidArg, "model %q: input %q has %d bytes of data, shape %v of %s needs %d",
 			in.name, t.Name, len(t.Data), t.Shape, t.DataType, need)
 	}
@@ -698,6 +701,15 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 		if len(t.Shape) == 0 || t.Shape[0] != total {
 			return nil, backend.Errorf(backend.Internal, "model %q: output %q has shape %v, expected batch dimension %d", in.name, spec.Name, t.Shape, total)
 		}
+		if t.DataType == backend.Bytes && len(g) > 1 {
+			t.Name = spec.Name
+			// A List[str] output has one string per batch row (Triton's
+			// libtorch backend answers each request with shape [rows]).
+			if err := splitBytes(t, g, j, out); err != nil {
+				return nil, backend.Errorf(backend.Internal, "model %q: %w", in.name, err)
+			}
+			continue
+		}
 		if len(g) == 1 {
 			// The whole output is the one request's: no split.
 			t.Name = spec.Name
@@ -722,6 +734,30 @@ func (in *instance) run(g []*prepared) ([][]backend.Tensor, error) {
 		out[k] = orderOutputs(out[k], p.outs, in.outputs)
 	}
 	return out, nil
+}
+
+// splitBytes hands each request of g its rows of t, a 1-D BYTES output with
+// one element per row of the group, when it asked for output j.
+func splitBytes(t backend.Tensor, g []*prepared, j int, out [][]backend.Tensor) error {
+	data := t.Data
+	for k, p := range g {
+		n := 0
+		for range p.batch {
+			if len(data)-n < 4 {
+				return fmt.Errorf("output %q: BYTES data ends inside an element", t.Name)
+			}
+			l := int(binary.LittleEndian.Uint32(data[n:]))
+			if l > len(data)-n-4 {
+				return fmt.Errorf("output %q: BYTES element longer than the data", t.Name)
+			}
+			n += 4 + l
+		}
+		if wants(p.outs, j) {
+			out[k] = append(out[k], backend.Tensor{Name: t.Name, DataType: backend.Bytes, Shape: []int64{p.batch}, Data: data[:n:n]})
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 // batchInput computes batch input b for a group's requests: the

@@ -78,6 +78,8 @@ var (
 	_ [codeFP64 - C.TBT_FP64]struct{}
 	_ [C.TBT_BF16 - codeBF16]struct{}
 	_ [codeBF16 - C.TBT_BF16]struct{}
+	_ [C.TBT_BYTES - codeBytes]struct{}
+	_ [codeBytes - C.TBT_BYTES]struct{}
 )
 
 // statusError turns a failed tbt_status and its message into a
@@ -411,7 +413,8 @@ func (m *Module) Forward(inputs []backend.Tensor) ([]backend.Tensor, error) {
 // libtorch's kernels may assume natural alignment).
 func (m *Module) inputBuffer(i int, t *backend.Tensor) *byte {
 	p := &t.Data[0]
-	if uintptr(unsafe.Pointer(p))%uintptr(t.DataType.Size()) == 0 {
+	// BYTES is read byte by byte (into a List[str]): any address will do.
+	if t.DataType == backend.Bytes || uintptr(unsafe.Pointer(p))%uintptr(t.DataType.Size()) == 0 {
 		return p
 	}
 	words := (len(t.Data) + 7) / 8

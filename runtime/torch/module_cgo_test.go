@@ -826,3 +826,85 @@ func loadSimpleLinear(t *testing.T) *Module {
 	t.Cleanup(func() { mod.Close() })
 	return mod
 }
+
+// stringsScript saves a module taking a List[str] and a tensor and
+// returning both transformed, as a model served with TYPE_STRING tensors
+// by Triton's libtorch backend is written.
+const stringsScript = `import sys, torch
+from typing import List, Tuple
+class M(torch.nn.Module):
+    def forward(self, names: List[str], x: torch.Tensor) -> Tuple[List[str], torch.Tensor]:
+        out: List[str] = []
+        for n in names:
+            out.append(n.upper() + "!")
+        return out, x * 2
+torch.jit.script(M()).save(sys.argv[1])
+`
+
+func bytesData(elems ...string) []byte {
+	var b []byte
+	for _, e := range elems {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(e)))
+		b = append(b, e...)
+	}
+	return b
+}
+
+// TestBytesAsListOfStrings: BYTES inputs reach forward() as a List[str] of
+// the batch's elements and a List[str] output comes back split per
+// request, one string per row, with shape [rows].
+func TestBytesAsListOfStrings(t *testing.T) {
+	dir := t.TempDir()
+	vdir := filepath.Join(dir, "strings", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, stringsScript, filepath.Join(vdir, "model.pt"))
+	spec := &backend.ModelSpec{
+		Name: "strings", Version: 1, ModelDir: filepath.Dir(vdir), VersionDir: vdir, MaxBatchSize: 4,
+		Inputs: []backend.TensorSpec{
+			{Name: "INPUT__0", DataType: backend.Bytes, Dims: []int64{1}},
+			{Name: "INPUT__1", DataType: backend.FP32, Dims: []int64{1}},
+		},
+		Outputs: []backend.TensorSpec{
+			{Name: "OUTPUT__0", DataType: backend.Bytes, Dims: []int64{1}},
+			{Name: "OUTPUT__1", DataType: backend.FP32, Dims: []int64{1}},
+		},
+	}
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	req := func(x []float32, names ...string) *backend.Request {
+		rows := int64(len(names))
+		return &backend.Request{Inputs: []backend.Tensor{
+			{Name: "INPUT__0", DataType: backend.Bytes, Shape: []int64{rows, 1}, Data: bytesData(names...)},
+			{Name: "INPUT__1", DataType: backend.FP32, Shape: []int64{rows, 1}, Data: f32bytes(x)},
+		}}
+	}
+	reqs := []*backend.Request{req([]float32{1}, "ab"), req([]float32{2, 3}, "cd", "")}
+	for _, batch := range [][]*backend.Request{reqs, reqs[1:]} {
+		resps, err := inst.Execute(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"AB!"}, {"CD!", "!"}}[len(reqs)-len(batch):]
+		for i, r := range resps {
+			if r.Err != nil {
+				t.Fatalf("request %d: %v", i, r.Err)
+			}
+			s := r.Outputs[0]
+			if s.DataType != backend.Bytes || len(s.Shape) != 1 || s.Shape[0] != int64(len(want[i])) || string(s.Data) != string(bytesData(want[i]...)) {
+				t.Errorf("batch of %d, request %d: OUTPUT__0 %s %v %q, want %q", len(batch), i, s.DataType, s.Shape, s.Data, want[i])
+			}
+		}
+	}
+	// A malformed BYTES input fails alone, with the element named.
+	bad := req([]float32{1}, "ab")
+	bad.Inputs[0].Data = bad.Inputs[0].Data[:5]
+	resps, err := inst.Execute(context.Background(), []*backend.Request{bad})
+	if err != nil || resps[0].Err == nil || !strings.Contains(resps[0].Err.Error(), "BYTES element 0 claims 2 bytes") {
+		t.Fatalf("malformed BYTES: %v / %v", err, resps[0].Err)
+	}
+}

@@ -50,10 +50,11 @@ const (
 	codeFP32   = 11
 	codeFP64   = 12
 	codeBF16   = 13
+	codeBytes  = 14
 )
 
-// dtypeCode returns the tbt_dtype code for d, or 0 when d has none (BYTES,
-// unknown names).
+// dtypeCode returns the tbt_dtype code for d, or 0 when d has none
+// (unknown names).
 func dtypeCode(d backend.DataType) int32 {
 	switch d {
 	case backend.Bool:
@@ -82,6 +83,8 @@ func dtypeCode(d backend.DataType) int32 {
 		return codeFP64
 	case backend.BF16:
 		return codeBF16
+	case backend.Bytes:
+		return codeBytes
 	}
 	return 0
 }
@@ -115,6 +118,8 @@ func dtypeFromCode(c int32) backend.DataType {
 		return backend.FP64
 	case codeBF16:
 		return backend.BF16
+	case codeBytes:
+		return backend.Bytes
 	}
 	return ""
 }
@@ -124,8 +129,6 @@ func checkSupported(d backend.DataType) error {
 	switch d {
 	case backend.Uint16, backend.Uint32, backend.Uint64:
 		return fmt.Errorf("data type %s is not supported: libtorch 1.13 has no unsigned 16/32/64-bit tensors", d)
-	case backend.Bytes:
-		return fmt.Errorf("data type BYTES (TYPE_STRING) is not supported by the libtorch backend")
 	}
 	if dtypeCode(d) == 0 {
 		return fmt.Errorf("unknown data type %q", d)

@@ -50,7 +50,7 @@ typedef enum {
   TBT_ERR_INTERNAL = 4     /* anything libtorch itself reported */
 } tbt_status;
 
-/* Element types, one per Triton wire type except BYTES. */
+/* Element types, one per Triton wire type. */
 typedef enum {
   TBT_BOOL = 1,
   TBT_UINT8 = 2,
@@ -64,7 +64,16 @@ typedef enum {
   TBT_FP16 = 10,
   TBT_FP32 = 11,
   TBT_FP64 = 12,
-  TBT_BF16 = 13
+  TBT_BF16 = 13,
+  /*
+   * Triton's BYTES (TYPE_STRING): data holds numel elements, each a 4-byte
+   * little-endian length followed by that many bytes. An input is passed
+   * to forward() as a List[str] of its numel elements in row-major order
+   * (copied; the shape is not kept), as Triton's libtorch backend does. An
+   * output that forward() returns as a List[str] is a 1-D view of that
+   * encoding whose shape is the list's length.
+   */
+  TBT_BYTES = 14
 } tbt_dtype;
 
 typedef struct tbt_module tbt_module;
