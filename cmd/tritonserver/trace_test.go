@@ -90,6 +90,7 @@ func TestTritonTraceFile(t *testing.T) {
 		t.Errorf("global trace settings: %v", st)
 	}
 	inferBoth(t, ctx, s, "a", nil, nil)
+	streamOne(t, ctx, s, "a", "st1")
 
 	// Model b stops being traced; the global setting still traces a.
 	if code, body := post(t, base+"/v2/models/b/trace/setting", `{"trace_level":["OFF"]}`); code != 200 || !strings.Contains(body, `"trace_level":["OFF"]`) || !strings.Contains(body, `"trace_rate":"1"`) {
@@ -158,7 +159,7 @@ func TestTritonTraceFile(t *testing.T) {
 	for _, tr := range traces {
 		requests = append(requests, tr.model+"/"+tr.request)
 		want := httpTimestamps
-		if tr.request == "g1" {
+		if tr.request == "g1" || tr.request == "st1" {
 			want = grpcTimestamps
 		}
 		if !slices.Equal(tr.names, want) {
@@ -169,8 +170,34 @@ func TestTritonTraceFile(t *testing.T) {
 		}
 	}
 	slices.Sort(requests)
-	if want := []string{"a/g1", "a/h1"}; !slices.Equal(requests, want) {
+	if want := []string{"a/g1", "a/h1", "a/st1"}; !slices.Equal(requests, want) {
 		t.Errorf("traced requests %v, want %v (b was switched off)", requests, want)
+	}
+}
+
+// streamOne sends one request over ModelStreamInfer and reads its answer.
+func streamOne(t *testing.T, ctx context.Context, s *testServer, model, id string) {
+	t.Helper()
+	conn, err := grpc.NewClient(s.addrs["GRPCInferenceService"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := pb.NewGRPCInferenceServiceClient(conn).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.ModelInferRequest{ModelName: model, Id: id, RawInputContents: [][]byte{rowBytes()},
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT__0", Datatype: "FP32", Shape: []int64{1, 4}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := stream.Recv()
+	if err != nil || r.GetErrorMessage() != "" {
+		t.Fatalf("stream infer: %v %v", r, err)
+	}
+	_ = stream.CloseSend()
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("stream end: %v", err)
 	}
 }
 

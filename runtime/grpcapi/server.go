@@ -350,6 +350,7 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 	}
 	defer wg.Wait()
 	for {
+		waitStart := time.Now()
 		r, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -357,6 +358,7 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 		if err != nil {
 			return err
 		}
+		rctx, times := s.streamTimes(ctx, waitStart, time.Now())
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -365,10 +367,13 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if times != nil {
+				defer func() { times.finish(time.Now()) }() // after the send below
+			}
 			if s.streamDecoupled(ctx, r, send) {
 				return
 			}
-			resp, err := s.infer(ctx, r)
+			resp, err := s.infer(rctx, r)
 			if err != nil {
 				// Triton echoes the request's identity with the error so that
 				// the client can tell which request failed.

@@ -47,17 +47,32 @@ func (s *Server) TraceSetting(_ context.Context, r *pb.TraceSettingRequest) (*pb
 // GRPC_WAITREAD_END when its message was read, GRPC_SEND_END when the
 // response was written. The trace is only known once the handler has the
 // model's name, so the times wait in the call's context until then, and
-// the trace ends here, after the send.
+// the trace ends here, after the send. ModelStreamInfer notes the same
+// times per request itself (streamTimes).
 type traceStats struct{ m *tracing.Manager }
 
 type callTimesKey struct{}
 
-// callTimes are one ModelInfer call's transport times.
+// callTimes are the transport times of one request: a ModelInfer call or
+// one request of a stream.
 type callTimes struct {
 	mu          sync.Mutex
 	begin, read time.Time
 	sent        time.Time
-	tr          *tracing.Trace // set by the handler for a sampled call
+	tr          *tracing.Trace // set by the handler for a sampled request
+}
+
+// finish records GRPC_SEND_END at and ends the request's trace, if it
+// has one.
+func (ct *callTimes) finish(at time.Time) {
+	ct.mu.Lock()
+	tr := ct.tr
+	ct.tr = nil
+	ct.mu.Unlock()
+	if tr != nil {
+		tr.Activity("GRPC_SEND_END", at)
+		tr.End()
+	}
 }
 
 func (h traceStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
@@ -73,7 +88,6 @@ func (h traceStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 		return
 	}
 	ct.mu.Lock()
-	defer ct.mu.Unlock()
 	switch st := st.(type) {
 	case *stats.Begin:
 		ct.begin = st.BeginTime
@@ -82,28 +96,38 @@ func (h traceStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	case *stats.OutPayload:
 		ct.sent = st.SentTime
 	case *stats.End:
-		if ct.tr == nil {
-			return
-		}
 		sent := ct.sent
 		if sent.IsZero() { // an error status: sent with the trailers
 			sent = st.EndTime
 		}
-		ct.tr.Activity("GRPC_SEND_END", sent)
-		ct.tr.End()
-		ct.tr = nil
+		ct.mu.Unlock()
+		ct.finish(sent)
+		return
 	}
+	ct.mu.Unlock()
 }
 
 func (traceStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 
 func (traceStats) HandleConn(context.Context, stats.ConnStats) {}
 
-// endTrace records the handler's end of a traced call (GRPC_SEND_START:
-// the response goes to the transport) with the read times the stats
-// handler noted, and leaves the trace for it to end after the send. A
-// call it did not tag (tracing switched on during the call, or a server
-// without the handler) ends its trace here.
+// streamTimes gives one request of a stream, read between waitStart and
+// readEnd, a context carrying its transport times when tracing may
+// sample it; the caller calls finish on the result (when not nil) once
+// the request's response is sent.
+func (s *Server) streamTimes(ctx context.Context, waitStart, readEnd time.Time) (context.Context, *callTimes) {
+	if !s.opts.Tracing.Active() {
+		return ctx, nil
+	}
+	ct := &callTimes{begin: waitStart, read: readEnd}
+	return context.WithValue(ctx, callTimesKey{}, ct), ct
+}
+
+// endTrace records the handler's end of a traced request
+// (GRPC_SEND_START: the response goes to the transport) with the read
+// times noted for it, and leaves the trace for whoever sends the response
+// to end. A request without noted times (tracing switched on during the
+// call, or a server without the stats handler) ends its trace here.
 func endTrace(ctx context.Context, tr *tracing.Trace) {
 	now := time.Now()
 	ct, _ := ctx.Value(callTimesKey{}).(*callTimes)
