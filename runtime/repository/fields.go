@@ -139,6 +139,10 @@ var supportedLeaves = map[string]bool{
 // checkSupported walks every field set in cfg and reports the first one the
 // core does not implement.
 func checkSupported(cfg *modelconfig.ModelConfig) error {
+	if cfg.GetSequenceBatching().GetIterativeSequence() {
+		return &UnsupportedError{Field: "sequence_batching.iterative_sequence",
+			Detail: "(iterative sequences need a backend that reschedules requests, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, which no backend of this server does)"}
+	}
 	return walkSet(cfg.ProtoReflect(), "")
 }
 
