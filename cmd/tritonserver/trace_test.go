@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -196,7 +197,7 @@ func streamOne(t *testing.T, ctx context.Context, s *testServer, model, id strin
 		t.Fatalf("stream infer: %v %v", r, err)
 	}
 	_ = stream.CloseSend()
-	if _, err := stream.Recv(); err != io.EOF {
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("stream end: %v", err)
 	}
 }
