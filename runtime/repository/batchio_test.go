@@ -103,3 +103,31 @@ func TestBatchIORefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestEqualShapeInputs: the dynamic batcher keeps apart requests whose
+// shapes differ in an input with a variable dimension, unless that input
+// allows ragged batches (Triton's rule for forming a batch).
+func TestEqualShapeInputs(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "m", `backend: "fake"
+max_batch_size: 8
+input [
+  { name: "RAGGED" data_type: TYPE_FP32 dims: [-1] allow_ragged_batch: true },
+  { name: "VAR" data_type: TYPE_FP32 dims: [2, -1] },
+  { name: "FIXED" data_type: TYPE_FP32 dims: [3] }
+]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [-1] }]
+dynamic_batching {}
+`+identityParam, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := m.Get("m", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mod.Scheduler.Config().EqualShapes; !slices.Equal(got, []string{"VAR"}) {
+		t.Errorf("equal-shape inputs %v, want [VAR]", got)
+	}
+}

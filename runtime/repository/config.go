@@ -391,6 +391,14 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 			return nil, err
 		}
 		r.sched.Dynamic = d
+		// Triton's dynamic batcher batches requests whose shapes of a
+		// variable-size input differ only when the input allows ragged
+		// batches.
+		for _, in := range r.inputs {
+			if !in.Ragged && slices.Contains(in.Dims, -1) {
+				r.sched.EqualShapes = append(r.sched.EqualShapes, in.Name)
+			}
+		}
 	}
 	if cfg.GetSequenceBatching() != nil {
 		if r.sched.Sequence, r.stateFiles, err = sequenceConfig(cfg, r.inputs, r.outputs); err != nil {

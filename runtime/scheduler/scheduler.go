@@ -38,6 +38,12 @@ type Config struct {
 	Dynamic *Dynamic
 	// Warmup samples run on every instance before the scheduler is returned.
 	Warmup []Warmup
+	// EqualShapes names the inputs whose shapes (batch dimension aside)
+	// must agree between the requests of one dynamic batch: as Triton's
+	// dynamic batcher, a forming batch ends at a request whose shape of one
+	// of them differs. Triton's set is every input with a variable
+	// dimension that does not allow ragged batches (allow_ragged_batch).
+	EqualShapes []string
 	// Observer, when not nil, is told each successful request's durations
 	// (the latency summaries of --metrics-config summary_latencies).
 	Observer Observer
@@ -617,7 +623,7 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 				if !s.take(j) {
 					continue
 				}
-				if rows+j.rows > maxRows {
+				if rows+j.rows > maxRows || !s.sameShapes(first.req, j.req) {
 					carry = j
 					break gather
 				}
@@ -651,6 +657,36 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 		clear(batch)
 		clear(reqs)
 	}
+}
+
+// sameShapes reports whether b may join a batch that a started: their
+// inputs named by Config.EqualShapes have equal shapes past the batch
+// dimension (and are present in both or in neither).
+func (s *Scheduler) sameShapes(a, b *backend.Request) bool {
+	skip := 0
+	if s.cfg.MaxBatchSize > 0 {
+		skip = 1
+	}
+	for _, name := range s.cfg.EqualShapes {
+		x, inA := inputShape(a, name)
+		y, inB := inputShape(b, name)
+		if inA != inB {
+			return false
+		}
+		if inA && (len(x) < skip || len(y) < skip || !slices.Equal(x[skip:], y[skip:])) {
+			return false
+		}
+	}
+	return true
+}
+
+func inputShape(r *backend.Request, name string) ([]int64, bool) {
+	for i := range r.Inputs {
+		if r.Inputs[i].Name == name {
+			return r.Inputs[i].Shape, true
+		}
+	}
+	return nil, false
 }
 
 // take accounts for a job leaving the queue and reports whether it should

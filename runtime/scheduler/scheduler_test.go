@@ -362,3 +362,90 @@ func TestCloseCutsCancellableExecution(t *testing.T) {
 		t.Errorf("the cut request: %v, want Unavailable saying the model was unloaded", err)
 	}
 }
+
+// gateBackend's instance records the input shapes of every batch; its
+// first Execute tells started and waits for release.
+type gateBackend struct {
+	started, release chan struct{}
+	mu               sync.Mutex
+	batches          [][]string // per batch, each request's shape of X
+	once             sync.Once
+}
+
+func (b *gateBackend) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return b, nil
+}
+
+func (b *gateBackend) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	b.once.Do(func() {
+		close(b.started)
+		<-b.release
+	})
+	var shapes []string
+	resps := make([]*backend.Response, len(reqs))
+	for i, r := range reqs {
+		shapes = append(shapes, fmt.Sprint(r.Inputs[0].Shape))
+		resps[i] = &backend.Response{}
+	}
+	b.mu.Lock()
+	b.batches = append(b.batches, shapes)
+	b.mu.Unlock()
+	return resps, nil
+}
+
+func (b *gateBackend) Close() error { return nil }
+
+// TestEqualShapesEndABatch: requests queued as [1,2], [1,3], [1,2], [1,3]
+// form one batch when X allows ragged batches (no EqualShapes), and, as
+// Triton's dynamic batcher does for an input with a variable dimension
+// that does not, batches that never mix shapes otherwise.
+func TestEqualShapesEndABatch(t *testing.T) {
+	for _, equal := range []bool{false, true} {
+		be := &gateBackend{started: make(chan struct{}), release: make(chan struct{})}
+		cfg := Config{Name: "m", MaxBatchSize: 8, Instances: 1, Dynamic: &Dynamic{}}
+		if equal {
+			cfg.EqualShapes = []string{"X"}
+		}
+		s, err := New(context.Background(), be, linearSpec("m", 8, nil), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := func(cols int64) *backend.Request {
+			return &backend.Request{Inputs: []backend.Tensor{{Name: "X", DataType: backend.FP32, Shape: []int64{1, cols}, Data: make([]byte, 4*cols)}}}
+		}
+		out := make(chan answer, 5)
+		var wg sync.WaitGroup
+		send(s, "blocker", req(2), out, &wg)
+		<-be.started
+		for i, cols := range []int64{2, 3, 2, 3} {
+			send(s, fmt.Sprint(i), req(cols), out, &wg)
+			waitQueued(t, s, i+1)
+		}
+		close(be.release)
+		wg.Wait()
+		close(out)
+		for a := range out {
+			if a.err != nil {
+				t.Fatalf("%s: %v", a.name, a.err)
+			}
+		}
+		got := be.batches[1:]
+		if !equal {
+			if len(got) != 1 || len(got[0]) != 4 {
+				t.Errorf("ragged: batches %v, want the four requests in one", got)
+			}
+		} else {
+			if len(got) != 4 {
+				t.Errorf("equal shapes: batches %v, want four (the queue alternates shapes)", got)
+			}
+			for _, b := range got {
+				for _, sh := range b {
+					if sh != b[0] {
+						t.Errorf("equal shapes: a batch mixes %v", b)
+					}
+				}
+			}
+		}
+		_ = s.Close(context.Background())
+	}
+}
