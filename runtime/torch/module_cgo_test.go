@@ -908,3 +908,77 @@ func TestBytesAsListOfStrings(t *testing.T) {
 		t.Fatalf("malformed BYTES: %v / %v", err, resps[0].Err)
 	}
 }
+
+// raggedScript saves the ragged-batching guide's kind of module: a ragged
+// INPUT flattened to 1-D, INDEX its accumulated element counts; it returns
+// the input doubled (scattered back by a batch output) and each request's
+// sum.
+const raggedScript = `import sys, torch
+from typing import List, Tuple
+class M(torch.nn.Module):
+    def forward(self, INPUT: torch.Tensor, INDEX: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        sums: List[torch.Tensor] = []
+        start = 0
+        for i in range(INDEX.size(0)):
+            end = int(INDEX[i])
+            sums.append(INPUT[start:end].sum())
+            start = end
+        return INPUT * 2, torch.stack(sums).reshape(-1, 1)
+torch.jit.script(M()).save(sys.argv[1])
+`
+
+// TestRaggedBatchThroughLibtorch: three requests of 3, 4 and 5 elements
+// run as one forward of a [12] INPUT with INDEX [3, 7, 12] passed as the
+// forward() argument of that name, and come back in their own shapes.
+func TestRaggedBatchThroughLibtorch(t *testing.T) {
+	dir := t.TempDir()
+	vdir := filepath.Join(dir, "ragged", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, raggedScript, filepath.Join(vdir, "model.pt"))
+	spec := &backend.ModelSpec{
+		Name: "ragged", Version: 1, ModelDir: filepath.Dir(vdir), VersionDir: vdir, MaxBatchSize: 8,
+		Inputs: []backend.TensorSpec{{Name: "INPUT", DataType: backend.FP32, Dims: []int64{-1}, Ragged: true}},
+		Outputs: []backend.TensorSpec{
+			{Name: "DOUBLED", DataType: backend.FP32, Dims: []int64{-1}},
+			{Name: "SUM", DataType: backend.FP32, Dims: []int64{1}},
+		},
+		BatchInputs:  []backend.BatchInput{{Kind: backend.BatchAccumulatedElementCount, Targets: []string{"INDEX"}, DataType: backend.Int32, Source: "INPUT"}},
+		BatchOutputs: []backend.BatchOutput{{Targets: []string{"DOUBLED"}, Source: "INPUT"}},
+	}
+	inst, err := New(Options{}).NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	var reqs []*backend.Request
+	for _, n := range []int{3, 4, 5} {
+		x := values(n, float32(n))
+		reqs = append(reqs, &backend.Request{Inputs: []backend.Tensor{{Name: "INPUT", DataType: backend.FP32, Shape: []int64{1, int64(n)}, Data: f32bytes(x)}}})
+	}
+	resps, err := inst.Execute(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resps {
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", i, r.Err)
+		}
+		in := f32s(reqs[i].Inputs[0].Data)
+		d, s := r.Outputs[0], r.Outputs[1]
+		if fmt.Sprint(d.Shape) != fmt.Sprint(reqs[i].Inputs[0].Shape) || fmt.Sprint(s.Shape) != "[1 1]" {
+			t.Fatalf("request %d: shapes %v %v, want %v [1 1]", i, d.Shape, s.Shape, reqs[i].Inputs[0].Shape)
+		}
+		var sum float64
+		for j, v := range f32s(d.Data) {
+			if v != 2*in[j] {
+				t.Fatalf("request %d DOUBLED[%d] = %v, want %v", i, j, v, 2*in[j])
+			}
+			sum += float64(in[j])
+		}
+		if got := f32s(s.Data)[0]; math.Abs(float64(got)-sum) > 1e-4 {
+			t.Errorf("request %d SUM = %v, want %v (INDEX wrong?)", i, got, sum)
+		}
+	}
+}
