@@ -9,6 +9,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // Triton's generate extension: POST .../generate answers one JSON object,
@@ -25,12 +26,21 @@ import (
 func (s *Server) generate(stream bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// A traced request answers through tw; the trace's methods do
+		// nothing on the nil trace of an untraced one.
+		var tr *tracing.Trace
+		tw := s.sample(w, r, start)
+		if tw != nil {
+			defer tw.end()
+			w, tr = tw, tw.tr
+		}
 		m, err := s.model(r)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 		bp, err := s.readBody(w, r)
+		tr.Activity("HTTP_RECV_END", time.Now())
 		if err != nil {
 			m.Scheduler.RecordFailure(start)
 			writeError(w, err)
@@ -43,6 +53,10 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
+		if tw != nil {
+			tw.model(m)
+			tw.decoded(req)
+		}
 		version := int64(-1)
 		if r.PathValue("version") != "" {
 			version = m.Version
@@ -50,10 +64,20 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 		switch {
 		case stream:
 			s.generateStream(w, r, m, version, req, start)
+			tr.RequestEnd(nil)
 		case m.Decoupled():
 			s.generateDecoupled(w, r, m, version, req, start)
+			tr.RequestEnd(nil)
 		default:
 			m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
+			if tw != nil {
+				tw.model(m)
+			}
+			var outs []backend.Tensor
+			if resp != nil && tr.Wants(tracing.LevelTensors) {
+				outs = resp.Outputs
+			}
+			tr.RequestEnd(outs)
 			if err != nil {
 				writeError(w, err)
 				return

@@ -2,14 +2,21 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // sseEvents splits a generate_stream body into its data events.
@@ -96,5 +103,73 @@ func TestGenerateExtension(t *testing.T) {
 	resp, body = e.do(t, "POST", "/v2/models/repeat/infer", []byte(`{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}`), nil)
 	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "HTTP end point doesn't support models with decoupled transaction policy") {
 		t.Errorf("infer on a decoupled model: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestGenerateStreamTraced: a traced generate_stream still streams (the
+// trace's writer flushes each event through) and its trace has Triton's
+// HTTP and request timestamps.
+func TestGenerateStreamTraced(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"repeat": frontendtest.Repeat})
+	file := filepath.Join(t.TempDir(), "trace.json")
+	tm, err := tracing.New(tracing.Options{Global: tracing.Setting{Level: tracing.LevelTimestamps, Rate: 1, Count: -1, File: file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Manager: repo.Manager, Tracing: tm}))
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v2/models/repeat/generate_stream", "application/json", strings.NewReader(`{"IN": [5, 6, 7, 8]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got []string
+	for _, ev := range sseEvents(t, body) {
+		got = append(got, fmt.Sprint(ev["OUT"]))
+	}
+	if resp.StatusCode != 200 || strings.Join(got, ",") != "5,6,7,8" {
+		t.Fatalf("traced generate_stream: %d %v", resp.StatusCode, got)
+	}
+	if err := tm.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []struct {
+		ModelName  string `json:"model_name"`
+		Timestamps []struct {
+			Name string `json:"name"`
+		} `json:"timestamps"`
+	}
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	var names []string
+	for _, r := range recs {
+		for _, ts := range r.Timestamps {
+			names = append(names, ts.Name)
+		}
+	}
+	if recs[0].ModelName != "repeat" {
+		t.Errorf("trace of model %q", recs[0].ModelName)
+	}
+	for _, want := range []string{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "HTTP_SEND_START", "REQUEST_END", "HTTP_SEND_END"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("trace has no %s: %v", want, names)
+		}
+	}
+	if names[0] != "HTTP_RECV_START" || names[len(names)-1] != "HTTP_SEND_END" {
+		t.Errorf("trace timestamps out of order: %v", names)
+	}
+
+	// The writer passes Flush on to what it wraps.
+	rec := httptest.NewRecorder()
+	tw := &traceWriter{ResponseWriter: rec}
+	tw.Flush()
+	if !rec.Flushed {
+		t.Error("traceWriter.Flush did not flush the connection")
 	}
 }

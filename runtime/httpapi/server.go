@@ -458,45 +458,20 @@ func (s *Server) putBuf(bp *[]byte) {
 
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	tr := s.opts.Tracing.Sample(r.PathValue("model"), propagation.HeaderCarrier(r.Header))
-	if tr != nil {
-		tr.Activity("HTTP_RECV_START", start)
-		s.inferTraced(w, r, start, tr)
+	tw := s.sample(w, r, start)
+	if tw == nil {
+		s.inferWith(w, r, start, nil)
 		return
 	}
-	s.inferWith(w, r, start, nil)
-}
-
-// inferTraced serves a traced request with Triton's timestamps: the
-// frontend's HTTP_RECV_START/END (the body read) and HTTP_SEND_START/END
-// (the answer written) around the core's REQUEST_START..REQUEST_END. The
-// trace ends once the answer is written.
-func (s *Server) inferTraced(w http.ResponseWriter, r *http.Request, start time.Time, tr *tracing.Trace) {
-	var (
-		model   = r.PathValue("model")
-		version int64
-		id      string
-	)
-	defer func() {
-		tr.Activity("HTTP_SEND_END", time.Now())
-		tr.SetModel(model, version, id)
-		tr.End()
-	}()
-	tw := &traceWriter{ResponseWriter: w, tr: tr}
+	defer tw.end()
+	tr := tw.tr
 	s.inferWith(tw, r, start, func(st inferStage, m *repository.Model, req *backend.Request, resp *backend.Response) {
-		if m != nil {
-			model, version = m.Name, m.Version
-		}
+		tw.model(m)
 		switch st {
 		case stageRead:
 			tr.Activity("HTTP_RECV_END", time.Now())
 		case stageDecoded:
-			id = req.ID
-			if req.Trace == nil {
-				req.Trace = tr
-				tr.Activity("REQUEST_START", time.Now())
-				tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
-			}
+			tw.decoded(req)
 		case stageAnswered:
 			var outs []backend.Tensor
 			if resp != nil && tr.Wants(tracing.LevelTensors) {
@@ -507,12 +482,56 @@ func (s *Server) inferTraced(w http.ResponseWriter, r *http.Request, start time.
 	})
 }
 
-// traceWriter notes HTTP_SEND_START when the answer's first byte (or its
-// status) is written.
+// sample starts the trace of a request when tracing samples it: it
+// notes HTTP_RECV_START and returns the writer to answer through, or nil.
+// The frontend's timestamps are Triton's: HTTP_RECV_START/END (the body
+// read) and HTTP_SEND_START/END (the answer written) around the core's
+// REQUEST_START..REQUEST_END; the trace ends once the answer is written.
+func (s *Server) sample(w http.ResponseWriter, r *http.Request, start time.Time) *traceWriter {
+	tr := s.opts.Tracing.Sample(r.PathValue("model"), propagation.HeaderCarrier(r.Header))
+	if tr == nil {
+		return nil
+	}
+	tr.Activity("HTTP_RECV_START", start)
+	return &traceWriter{ResponseWriter: w, tr: tr, name: r.PathValue("model")}
+}
+
+// traceWriter answers a traced request: it notes HTTP_SEND_START when
+// the answer's first byte (or its status) is written, and what the trace
+// is for as it becomes known.
 type traceWriter struct {
 	http.ResponseWriter
 	tr      *tracing.Trace
 	sending bool
+	name    string
+	version int64
+	id      string
+}
+
+// model notes the model version the request resolved to (m may be nil).
+func (w *traceWriter) model(m *repository.Model) {
+	if m != nil {
+		w.name, w.version = m.Name, m.Version
+	}
+}
+
+// decoded notes the decoded request: the core's REQUEST_START, and its
+// inputs at level TENSORS.
+func (w *traceWriter) decoded(req *backend.Request) {
+	w.id = req.ID
+	if req.Trace == nil {
+		req.Trace = w.tr
+		w.tr.Activity("REQUEST_START", time.Now())
+		w.tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+	}
+}
+
+// end notes HTTP_SEND_END and ends the trace; call it once the answer is
+// written.
+func (w *traceWriter) end() {
+	w.tr.Activity("HTTP_SEND_END", time.Now())
+	w.tr.SetModel(w.name, w.version, w.id)
+	w.tr.End()
 }
 
 func (w *traceWriter) sendStart() {
@@ -531,6 +550,10 @@ func (w *traceWriter) Write(b []byte) (int, error) {
 	w.sendStart()
 	return w.ResponseWriter.Write(b)
 }
+
+// Flush passes on to the connection, so that generate_stream's events
+// still leave one by one.
+func (w *traceWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 // Unwrap lets http.ResponseController reach the connection (read
 // deadlines of the body's pacing).
