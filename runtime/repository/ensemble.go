@@ -68,6 +68,16 @@ func (b *ensembleBackend) Execute(ctx context.Context, reqs []*backend.Request) 
 // independent steps concurrently. Tensors are passed on without copies.
 func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.Response {
 	name := b.name
+	if r.Ctx != nil {
+		// The steps run under the client's context, so that its
+		// cancellation or deadline reaches them (a python step's
+		// is_cancelled(), a step still queued), as well as under the
+		// ensemble's own, which ends at unload.
+		cctx, cancel := context.WithCancel(r.Ctx)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		ctx = cctx
+	}
 	tensors := make(map[string]backend.Tensor, len(r.Inputs))
 	for _, t := range r.Inputs {
 		tensors[t.Name] = t
@@ -290,16 +300,8 @@ func (m *Manager) ensembleCycle(name string, path []string) []string {
 	if slices.Contains(path, name) || len(path) > 64 {
 		return nil
 	}
-	dir, err := m.find(name)
-	if err != nil {
-		return nil
-	}
-	real, err := backend.Confine(dir, dir, ConfigFile, ConfigFile)
-	if err != nil {
-		return nil
-	}
-	cfg, err := loadConfigFile(real, filepath.Join(name, ConfigFile), m.configLimit())
-	if err != nil || cfg.GetPlatform() != ensemblePlatform {
+	cfg := m.diskConfig(name)
+	if cfg.GetPlatform() != ensemblePlatform {
 		return nil
 	}
 	path = append(path, name)
@@ -321,16 +323,61 @@ func (m *Manager) configLimit() int64 {
 // isEnsemble reports whether the model called name is an ensemble by its
 // config on disk, for LoadAll's order.
 func (m *Manager) isEnsemble(name string) bool {
+	return m.diskConfig(name).GetPlatform() == ensemblePlatform
+}
+
+// diskConfig is the config.pbtxt of the model called name, or nil when it
+// cannot be found or read (its load reports why).
+func (m *Manager) diskConfig(name string) *modelconfig.ModelConfig {
 	dir, err := m.find(name)
 	if err != nil {
-		return false
+		return nil
 	}
 	real, err := backend.Confine(dir, dir, ConfigFile, ConfigFile)
 	if err != nil {
-		return false
+		return nil
 	}
 	cfg, err := loadConfigFile(real, filepath.Join(name, ConfigFile), m.configLimit())
-	return err == nil && cfg.GetPlatform() == ensemblePlatform
+	if err != nil {
+		return nil
+	}
+	return cfg
+}
+
+// loadComposing loads the composing models of the ensemble called name
+// (by configJSON, else its config on disk) that have no ready version,
+// the composing models of a composing ensemble first, as Triton loads an
+// ensemble's dependencies with it in explicit mode. Their failures are
+// left to the ensemble's own load to report ("depends on ... which is not
+// available"); path stops cycles, which that load refuses.
+func (m *Manager) loadComposing(ctx context.Context, name string, configJSON []byte, path []string) {
+	cfg := m.diskConfig(name)
+	if configJSON != nil {
+		cfg, _ = configOverride(name, configJSON)
+	}
+	if cfg.GetPlatform() != ensemblePlatform || len(path) > 64 {
+		return
+	}
+	path = append(path, name)
+	for _, s := range cfg.GetEnsembleScheduling().GetStep() {
+		dep := s.GetModelName()
+		if slices.Contains(path, dep) || ctx.Err() != nil {
+			continue
+		}
+		if _, err := m.Get(dep, -1); err == nil {
+			continue
+		}
+		if _, err := m.find(dep); err != nil {
+			continue
+		}
+		m.loadComposing(ctx, dep, nil, path)
+		unlock := m.lockModel(dep)
+		// Again under its lock: another load may have finished meanwhile.
+		if _, err := m.Get(dep, -1); err != nil {
+			_ = m.load(ctx, dep, nil)
+		}
+		unlock()
+	}
 }
 
 // ensembleOrder orders ensembles so that one whose steps name another
@@ -338,18 +385,8 @@ func (m *Manager) isEnsemble(name string) bool {
 func (m *Manager) ensembleOrder(names []string) []string {
 	deps := map[string][]string{}
 	for _, n := range names {
-		dir, err := m.find(n)
-		if err != nil {
-			continue
-		}
-		real, err := backend.Confine(dir, dir, ConfigFile, ConfigFile)
-		if err != nil {
-			continue
-		}
-		if cfg, err := loadConfigFile(real, filepath.Join(n, ConfigFile), m.configLimit()); err == nil {
-			for _, s := range cfg.GetEnsembleScheduling().GetStep() {
-				deps[n] = append(deps[n], s.GetModelName())
-			}
+		for _, s := range m.diskConfig(n).GetEnsembleScheduling().GetStep() {
+			deps[n] = append(deps[n], s.GetModelName())
 		}
 	}
 	var out []string

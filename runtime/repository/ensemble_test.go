@@ -2,9 +2,12 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 )
 
@@ -61,5 +64,130 @@ func TestEnsembleLoadRefusals(t *testing.T) {
 	}
 	if len(cases) != 0 {
 		t.Errorf("not in the index: %v", cases)
+	}
+}
+
+// ctxBackend serves the fake backend's models, except that an instance of
+// the model "watch" reports each Execute on entered and then waits for
+// its first request's context to end, reporting that on ended.
+type ctxBackend struct {
+	*fake.Backend
+	entered chan struct{}
+	ended   chan error
+}
+
+func (b *ctxBackend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
+	in, err := b.Backend.NewInstance(ctx, spec, idx)
+	if err != nil || spec.Name != "watch" {
+		return in, err
+	}
+	return &ctxInstance{Instance: in, b: b}, nil
+}
+
+type ctxInstance struct {
+	backend.Instance
+	b *ctxBackend
+}
+
+func (in *ctxInstance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	in.b.entered <- struct{}{}
+	rctx := reqs[0].Ctx
+	if rctx == nil {
+		in.b.ended <- errors.New("the step's request has no context")
+		return nil, errors.New("no context")
+	}
+	select {
+	case <-rctx.Done():
+		in.b.ended <- nil
+		return nil, rctx.Err()
+	case <-time.After(30 * time.Second):
+		in.b.ended <- errors.New("the client's cancellation never reached the step")
+		return nil, errors.New("not cancelled")
+	}
+}
+
+// TestEnsembleStepsSeeTheClientsContext: a client that gives up on an
+// ensemble request cancels the step its request is running.
+func TestEnsembleStepsSeeTheClientsContext(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "watch", linearCfg, []string{"1"})
+	writeModel(t, root, "ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("watch", "IN", "OUT")), []string{"1"})
+	be := &ctxBackend{Backend: fake.New(), entered: make(chan struct{}, 1), ended: make(chan error, 1)}
+	m, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := m.Get("ens", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		req := &backend.Request{Inputs: []backend.Tensor{{Name: "IN", DataType: backend.FP32, Shape: []int64{1, 4}, Data: make([]byte, 16)}}}
+		_, _, err := m.Infer(ctx, mod, -1, req, time.Now())
+		done <- err
+	}()
+	select {
+	case <-be.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the step never executed")
+	}
+	cancel()
+	if err := <-be.ended; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled ensemble request succeeded")
+	}
+}
+
+// TestEnsembleLoadsAndUnloadsWithItsModels: loading an ensemble (as the
+// explicit mode's load request does) loads its composing models, those of
+// a composing ensemble included; unloading a composing model unloads the
+// ensembles built on it instead of leaving them READY.
+func TestEnsembleLoadsAndUnloadsWithItsModels(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "a", linearCfg, []string{"1"})
+	writeModel(t, root, "ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("a", "IN", "OUT")), []string{"1"})
+	// ens2 wraps ens: its own input and output are ens's, by name.
+	ens2 := ensembleCfg("TYPE_FP32", "TYPE_FP32", `{ model_name: "ens" model_version: -1 input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "OUT" } }`)
+	writeModel(t, root, "ens2", ens2, []string{"1"})
+	writeModel(t, root, "other", linearCfg, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	ctx := context.Background()
+	if err := m.Load(ctx, "ens2"); err != nil {
+		t.Fatalf("loading the outer ensemble: %v", err)
+	}
+	for _, n := range []string{"a", "ens", "ens2"} {
+		if _, err := m.Get(n, -1); err != nil {
+			t.Fatalf("%s should be loaded with ens2: %v", n, err)
+		}
+	}
+	if _, err := m.Get("other", -1); err == nil {
+		t.Fatal("a model no ensemble uses was loaded")
+	}
+	if err := m.Unload(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "ens", "ens2"} {
+		if _, err := m.Get(n, -1); err == nil {
+			t.Errorf("%s still serves after its composing model was unloaded", n)
+		}
+		if m.ModelReady(n, "") {
+			t.Errorf("%s still ready", n)
+		}
+	}
+	// Loading the ensemble again brings its model back.
+	if err := m.Load(ctx, "ens"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get("a", -1); err != nil {
+		t.Fatalf("a not reloaded with ens: %v", err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
@@ -259,7 +260,8 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 			// the remaining models only to unload them.
 			return errors.Join(append(errs, fmt.Errorf("loading models: %w", err))...)
 		}
-		if err := m.Load(ctx, n); err != nil {
+		// In order, so an ensemble's models are loaded (or failed) by now.
+		if err := m.loadOne(ctx, n, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -278,7 +280,18 @@ func (m *Manager) Load(ctx context.Context, name string) error {
 // when not nil, is a model configuration in Triton's JSON form used instead
 // of config.pbtxt for this load (the "config" parameter of Triton's load
 // request).
+//
+// Loading an ensemble first loads its composing models that have no ready
+// version (loadComposing), as Triton does.
 func (m *Manager) LoadModel(ctx context.Context, name string, configJSON []byte) error {
+	if _, err := m.find(name); err == nil {
+		m.loadComposing(ctx, name, configJSON, nil)
+	}
+	return m.loadOne(ctx, name, configJSON)
+}
+
+// loadOne is LoadModel without the composing models.
+func (m *Manager) loadOne(ctx context.Context, name string, configJSON []byte) error {
 	if _, err := m.find(name); err != nil {
 		// Nothing to load: no lock, and (for a name nobody knows) no index
 		// entry either.
@@ -401,16 +414,50 @@ func (m *Manager) setModelFailure(name string, err error, stamp string) {
 // Unload stops serving every version of the model, draining accepted
 // requests until ctx ends. The model stays in the index as UNAVAILABLE
 // with reason "unloaded".
+//
+// The ensembles loaded with a step on the model are unloaded after it, as
+// Triton does ("ensemble 'E' contains models that are not available"),
+// rather than left READY to fail every request.
 func (m *Manager) Unload(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.unloadTimeout())
 	defer cancel()
 	m.mu.RLock()
 	known := m.models[name] != nil
 	m.mu.RUnlock()
-	if known {
-		defer m.lockModel(name)()
+	err := func() error {
+		if known {
+			defer m.lockModel(name)()
+		}
+		return m.unload(ctx, name)
+	}()
+	for _, ens := range m.dependentEnsembles(name) {
+		m.log.Info("unloading ensemble: it contains models that are not available", "model", ens, "unavailable", name)
+		if uerr := m.Unload(ctx, ens); uerr != nil {
+			m.log.Warn("unloading an ensemble of an unloaded model", "model", ens, "err", uerr)
+		}
 	}
-	return m.unload(ctx, name)
+	return err
+}
+
+// dependentEnsembles are the loaded ensembles with a step on model name.
+// Cycles of ensembles never load, so following them from Unload ends.
+func (m *Manager) dependentEnsembles(name string) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []string
+	for n, e := range m.models {
+		for _, ve := range e.versions {
+			if ve.model == nil || ve.state != Ready || ve.model.Platform != ensemblePlatform {
+				continue
+			}
+			if slices.ContainsFunc(ve.model.Config.GetEnsembleScheduling().GetStep(), func(s *modelconfig.ModelEnsembling_Step) bool { return s.GetModelName() == name }) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (m *Manager) unloadTimeout() time.Duration {
