@@ -7,9 +7,11 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -475,6 +477,21 @@ func checkSource(d *doc, f string, s *Source) ErrorList {
 	}
 	if s.SHA256 != "" && !sha256RE.MatchString(s.SHA256) {
 		add(f+".sha256", "sha256 %q is not 64 lowercase hex digits", s.SHA256)
+	}
+	// A malformed glob never matches, so an include would silently leave
+	// everything out of the hash and the copy, an exclude nothing.
+	for _, g := range []struct {
+		field    string
+		patterns []string
+	}{{"exclude", s.Exclude}, {"include", s.Include}} {
+		field := g.field
+		for i, p := range g.patterns {
+			if !doublestar.ValidatePattern(p) {
+				add(fmt.Sprintf("%s.%s[%d]", f, field, i), "%q is not a valid glob (path.Match syntax plus **)", p)
+			} else if path.IsAbs(p) || slices.Contains(strings.Split(p, "/"), "..") {
+				add(fmt.Sprintf("%s.%s[%d]", f, field, i), "%q must be relative to the source's directory and stay inside it", p)
+			}
+		}
 	}
 	return errs
 }

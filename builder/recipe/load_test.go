@@ -31,6 +31,8 @@ func TestBadRecipes(t *testing.T) {
 		"wrongtype.yaml":       `testdata/bad/wrongtype.yaml:12:12: build.script.steps: string was used where sequence is expected`,
 		"unquotedversion.yaml": `testdata/bad/unquotedversion.yaml:3:14: versions[0].version: version 1.10 is a number to YAML; quote it ("1.10") so that it stays as written`,
 		"epochtype.yaml":       `testdata/bad/epochtype.yaml:4:12: versions[0].epoch: expected a whole number, got a string`,
+		"badglob.yaml":         `testdata/bad/badglob.yaml:6:27: versions[0].source.include[1]: "[abc" is not a valid glob (path.Match syntax plus **)`,
+		"escapingglob.yaml":    `testdata/bad/escapingglob.yaml:6:17: versions[0].source.exclude[0]: "../secrets/**" must be relative to the source's directory and stay inside it`,
 	}
 	files, err := filepath.Glob("testdata/bad/*.yaml")
 	if err != nil {
