@@ -595,7 +595,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		keepTime:           fs.Int("grpc-keepalive-time", int(grpcapi.DefaultKeepaliveTime/time.Millisecond), "milliseconds between the server's keepalive pings on an idle GRPC connection"),
 		keepTimeout:        fs.Int("grpc-keepalive-timeout", int(grpcapi.DefaultKeepaliveTimeout/time.Millisecond), "milliseconds the server waits for a keepalive ping's answer before closing the connection"),
 		minPing:            fs.Int("grpc-http2-min-recv-ping-interval-without-data", int(grpcapi.DefaultMinRecvPingInterval/time.Millisecond), "shortest interval, in milliseconds, between client pings the server tolerates; faster clients are disconnected"),
-		permitWithoutCalls: fs.Bool("grpc-keepalive-permit-without-calls", false, "let clients send keepalive pings while no call runs"),
+		permitWithoutCalls: new(bool),
 		grpcIdle:           fs.Int("grpc-max-connection-idle-secs", int(grpcapi.DefaultMaxConnectionIdle/time.Second), "seconds a GRPC connection without calls stays open before the server sends GOAWAY (-1: never)"),
 		grpcHandshake:      fs.Int("grpc-handshake-timeout-secs", int(grpcapi.DefaultHandshakeTimeout/time.Second), "seconds a new GRPC connection has to complete its HTTP/2 setup"),
 		connAge:            fs.Int("grpc-max-connection-age", 0, "milliseconds after which a GRPC connection is sent GOAWAY, so that clients reconnect (0: no limit)"),
@@ -603,6 +603,8 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		pingStrikes:        fs.Int("grpc-http2-max-ping-strikes", 2, "pings faster than --grpc-http2-min-recv-ping-interval-without-data tolerated before the connection is closed; only 2, the GRPC transport's fixed number, is supported"),
 		pingsWithoutData:   fs.Int("grpc-http2-max-pings-without-data", 2, "accepted for Triton's command lines: the server sends one keepalive ping per --grpc-keepalive-time of idleness and no others, whatever the value"),
 	}
+	// A Triton <boolean>: its command lines spell it on/off as well.
+	fs.Var(tritonBool{l.permitWithoutCalls}, "grpc-keepalive-permit-without-calls", "let clients send keepalive pings while no call runs")
 	fs.Var(listFlag{&l.httpRestricted}, "http-restricted-api", "<api>[,<api>...]:<key>=<value>: HTTP requests to these APIs need header <key> with <value> (repeatable; APIs: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)")
 	fs.Var(listFlag{&l.grpcRestricted}, "grpc-restricted-protocol", "<api>[,<api>...]:<key>=<value>: GRPC calls to these APIs need metadata triton-grpc-protocol-<key> with <value> (repeatable; the APIs of --http-restricted-api)")
 	return l

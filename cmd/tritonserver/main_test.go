@@ -249,3 +249,24 @@ func TestFlagsRateLimit(t *testing.T) {
 		t.Fatalf("a resource without a count: %v", err)
 	}
 }
+
+// Triton's <boolean> flags take on/off and a separate value too.
+func TestFlagsKeepalivePermitSpellings(t *testing.T) {
+	for args, want := range map[string]bool{
+		"":                                      false,
+		"--grpc-keepalive-permit-without-calls": true,
+		"--grpc-keepalive-permit-without-calls=on":   true,
+		"--grpc-keepalive-permit-without-calls off":  false,
+		"--grpc-keepalive-permit-without-calls true": true,
+		"--grpc-keepalive-permit-without-calls=0":    false,
+	} {
+		a := append([]string{"--model-repository=/m"}, strings.Fields(args)...)
+		c, err := parseFlags(a, io.Discard)
+		if err != nil || c.grpcLimits.KeepalivePermitWithoutCalls != want {
+			t.Errorf("%q: %v, permit %v; want %v", args, err, c != nil && c.grpcLimits.KeepalivePermitWithoutCalls, want)
+		}
+	}
+	if _, err := parseFlags([]string{"--model-repository=/m", "--grpc-keepalive-permit-without-calls=maybe"}, io.Discard); err == nil {
+		t.Error("--grpc-keepalive-permit-without-calls=maybe accepted")
+	}
+}
