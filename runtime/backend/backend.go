@@ -135,6 +135,14 @@ type ModelSpec struct {
 	// batch outputs are outputs).
 	BatchInputs  []BatchInput
 	BatchOutputs []BatchOutput
+	// SequenceInputs are the tensors the sequence batcher adds to every
+	// request of a sequence model: its control inputs (shape [1] per row)
+	// and implicit state inputs, in config order. SequenceOutputs are the
+	// implicit state outputs the config does not list under output. A
+	// backend that binds tensors by position (pytorch) places them after
+	// the config's inputs and outputs; others can ignore them.
+	SequenceInputs  []TensorSpec
+	SequenceOutputs []TensorSpec
 }
 
 // Request is one inference request as seen by a backend. With dynamic

@@ -618,13 +618,25 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libD
 		}
 		libs = append(libs, real)
 	}
-	return &backend.ModelSpec{
+	spec := &backend.ModelSpec{
 		Name: r.Name, Version: v, ModelDir: dir, VersionDir: vdir, Repository: filepath.Dir(dir),
 		Filename: filename, MaxBatchSize: int(r.MaxBatchSize),
 		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
 		BatchInputs: r.batchInputs, BatchOutputs: r.batchOutputs,
-	}, nil
+	}
+	if seq := r.sched.Sequence; seq != nil {
+		for _, c := range seq.Controls {
+			spec.SequenceInputs = append(spec.SequenceInputs, backend.TensorSpec{Name: c.Input, DataType: c.DataType, Dims: []int64{1}})
+		}
+		for _, st := range seq.States {
+			spec.SequenceInputs = append(spec.SequenceInputs, backend.TensorSpec{Name: st.Input, DataType: st.DataType, Dims: st.Dims})
+			if !st.Declared {
+				spec.SequenceOutputs = append(spec.SequenceOutputs, backend.TensorSpec{Name: st.Output, DataType: st.DataType, Dims: st.Dims})
+			}
+		}
+	}
+	return spec, nil
 }
 
 // confineLibrary resolves an op_library_filename: inside the model

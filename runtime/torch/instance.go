@@ -56,7 +56,12 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 			return nil, backend.Errorf(backend.Unsupported, "%s: input %q: %w", where, ts.Name, err)
 		}
 	}
-	for _, ts := range spec.Outputs {
+	for _, ts := range spec.SequenceInputs {
+		if err := checkSupported(ts.DataType); err != nil {
+			return nil, backend.Errorf(backend.Unsupported, "%s: sequence_batching input %q: %w", where, ts.Name, err)
+		}
+	}
+	for _, ts := range append(slices.Clone(spec.Outputs), spec.SequenceOutputs...) {
 		if err := checkSupported(ts.DataType); err != nil {
 			return nil, backend.Errorf(backend.Unsupported, "%s: output %q: %w", where, ts.Name, err)
 		}
@@ -233,20 +238,27 @@ func (in *instance) forward(args []backend.Tensor) ([]backend.Tensor, error) {
 func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, required, declaredOutputs int) (*instance, error) {
 	// Batch inputs are forward() arguments like the config's inputs, after
 	// them (Triton's libtorch backend places them by the same naming rules).
-	inputs := spec.Inputs
-	if len(spec.BatchInputs) > 0 {
+	// The sequence batcher's control and state inputs follow (Triton's
+	// libtorch backend counts them among forward()'s arguments too), and
+	// the state outputs the config does not list follow its outputs.
+	inputs, outputs := spec.Inputs, spec.Outputs
+	if len(spec.BatchInputs) > 0 || len(spec.SequenceInputs) > 0 {
 		inputs = slices.Clone(spec.Inputs)
 		for _, bi := range spec.BatchInputs {
 			for _, t := range bi.Targets {
 				inputs = append(inputs, backend.TensorSpec{Name: t, DataType: bi.DataType, Dims: []int64{-1}})
 			}
 		}
+		inputs = append(inputs, spec.SequenceInputs...)
+	}
+	if len(spec.SequenceOutputs) > 0 {
+		outputs = append(slices.Clone(spec.Outputs), spec.SequenceOutputs...)
 	}
 	inPos, err := inputPositions(inputs, forwardNames, required)
 	if err != nil {
 		return nil, err
 	}
-	outPos, err := outputPositions(spec.Outputs, declaredOutputs)
+	outPos, err := outputPositions(outputs, declaredOutputs)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +266,7 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 		name:     spec.Name,
 		fwd:      fwd,
 		inputs:   inputs,
-		outputs:  spec.Outputs,
+		outputs:  outputs,
 		inPos:    inPos,
 		outPos:   outPos,
 		inIndex:  map[string]int{},
@@ -266,10 +278,14 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 		derived:  make([]int, len(inputs)),
 		batchIns: spec.BatchInputs,
 	}
-	// Only the config's inputs come from requests.
+	// The config's inputs and the sequence batcher's come from requests;
+	// batch inputs are derived.
 	for i, ts := range spec.Inputs {
 		inst.inIndex[ts.Name] = i
 		inst.flat[inPos[i]] = ts.Ragged
+	}
+	for k, ts := range spec.SequenceInputs {
+		inst.inIndex[ts.Name] = len(inputs) - len(spec.SequenceInputs) + k
 	}
 	for pos := range inst.derived {
 		inst.derived[pos] = -1
@@ -297,7 +313,7 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 			}
 		}
 	}
-	for i, ts := range spec.Outputs {
+	for i, ts := range outputs {
 		inst.outIndex[ts.Name] = i
 		inst.allOuts = append(inst.allOuts, i)
 	}

@@ -458,3 +458,66 @@ func TestRaggedBatchWithBatchInputAndOutput(t *testing.T) {
 		t.Fatalf("single request: forward shape %v INDEX %v, want [4] and [4]", got, m.index[1])
 	}
 }
+
+// seqModel stands in for a stateful module: forward(INPUT__0, START__1,
+// STATE__2) returns INPUT__0 plus STATE__2 unless START__1, twice (the
+// output and the next state).
+type seqModel struct{}
+
+func (m *seqModel) Forward(in []backend.Tensor) ([]backend.Tensor, error) {
+	x, start, state := in[0], in[1], in[2]
+	out := make([]byte, len(x.Data))
+	for i := 0; i+4 <= len(x.Data); i += 4 {
+		v := binary.LittleEndian.Uint32(x.Data[i:])
+		if binary.LittleEndian.Uint32(start.Data[i:]) == 0 {
+			v += binary.LittleEndian.Uint32(state.Data[i:])
+		}
+		binary.LittleEndian.PutUint32(out[i:], v)
+	}
+	return []backend.Tensor{
+		{DataType: backend.Int32, Shape: x.Shape, Data: out},
+		{DataType: backend.Int32, Shape: x.Shape, Data: out},
+	}, nil
+}
+
+// TestSequenceInputsAndStateOutputs: the sequence batcher's control and
+// state inputs are forward() arguments after the config's (here by their
+// __<index> suffixes), batched like them, and an undeclared state output
+// is produced after the config's outputs.
+func TestSequenceInputsAndStateOutputs(t *testing.T) {
+	spec := &backend.ModelSpec{
+		Name: "seq", MaxBatchSize: 4,
+		Inputs:          []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
+		Outputs:         []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
+		SequenceInputs:  []backend.TensorSpec{{Name: "START__1", DataType: backend.Int32, Dims: []int64{1}}, {Name: "STATE__2", DataType: backend.Int32, Dims: []int64{-1}}},
+		SequenceOutputs: []backend.TensorSpec{{Name: "STATE_OUT__1", DataType: backend.Int32, Dims: []int64{-1}}},
+	}
+	inst, err := newInstance(spec, &seqModel{}, []string{"x", "start", "state"}, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	req := func(x, start, state uint32) *backend.Request {
+		one := []int64{1, 1}
+		return &backend.Request{Outputs: []string{"OUTPUT__0", "STATE_OUT__1"}, Inputs: []backend.Tensor{
+			{Name: "STATE__2", DataType: backend.Int32, Shape: one, Data: i32(state)},
+			{Name: "INPUT__0", DataType: backend.Int32, Shape: one, Data: i32(x)},
+			{Name: "START__1", DataType: backend.Int32, Shape: one, Data: i32(start)},
+		}}
+	}
+	resps, err := inst.Execute(context.Background(), []*backend.Request{req(5, 1, 100), req(5, 0, 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint32{5, 105} {
+		r := resps[i]
+		if r.Err != nil || len(r.Outputs) != 2 || r.Outputs[1].Name != "STATE_OUT__1" {
+			t.Fatalf("request %d: %v %v", i, r.Outputs, r.Err)
+		}
+		for _, o := range r.Outputs {
+			if got := binary.LittleEndian.Uint32(o.Data); got != want {
+				t.Fatalf("request %d %s = %d, want %d", i, o.Name, got, want)
+			}
+		}
+	}
+}
