@@ -24,14 +24,12 @@ type deflateCodec struct {
 	readers sync.Pool // *deflateReader
 }
 
-// registerDeflate makes the codec known to grpc-go's process-wide
-// registry, once: the registry is written only when the name is absent,
-// so servers built later (or alongside) only read it.
-func registerDeflate() {
-	if encoding.GetCompressor(deflateName) == nil {
-		encoding.RegisterCompressor(&deflateCodec{})
-	}
-}
+// The codec joins grpc-go's process-wide registry at init, as grpc-go's
+// own gzip does: the registry is a plain map that every server reads on
+// each compressed message, and grpc-go allows writing it only during
+// initialization, so registering from New could race with a server
+// already serving in the same process.
+func init() { encoding.RegisterCompressor(&deflateCodec{}) }
 
 func (c *deflateCodec) Name() string { return deflateName }
 

@@ -29,7 +29,7 @@ func TestDeflateGRPC(t *testing.T) {
 	e := serve(t, repo, Options{Manager: repo.Manager, Limits: Limits{MaxRecvMsgSize: 64 << 10}})
 	codec := encoding.GetCompressor(deflateName)
 	if codec == nil {
-		t.Fatal("no deflate compressor registered by New")
+		t.Fatal("no deflate compressor registered")
 	}
 	w := &wireCheck{Compressor: codec, t: t}
 	encoding.RegisterCompressor(w)

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	// gzip registers itself (deflate is registered by New): requests
+	// gzip registers itself (deflate in compress.go's init): requests
 	// compressed with either are read, the message size limit applying to
 	// the inflated message, and answered with the same encoding.
 	"google.golang.org/grpc/encoding/gzip"
@@ -108,7 +108,6 @@ func New(opts Options) *Server {
 		opts.Health = health.New(opts.Manager, true)
 	}
 	s := &Server{opts: opts, mgr: opts.Manager, log: opts.Logger, health: newReadinessHealth(opts.Health)}
-	registerDeflate()
 	// gzip's level is the codec's own process-wide setting; it is set here,
 	// before any RPC is served.
 	switch strings.ToLower(opts.ResponseCompression) {
