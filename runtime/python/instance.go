@@ -316,15 +316,19 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 		}
 		return resps, nil
 	}
-	end := 0
-	for k, i := range sent {
-		for j := range reqs[i].Inputs {
-			end = alignUp(end) + len(reqs[i].Inputs[j].Data)
-		}
+	// What the stub gets for sent[k]: the request's inputs, followed by
+	// its batch-input pieces when the model has batch inputs.
+	inputsOf := func(k int) []backend.Tensor {
 		if extra != nil {
-			for j := range extra[k] {
-				end = alignUp(end) + len(extra[k][j].Data)
-			}
+			return extra[k]
+		}
+		return reqs[sent[k]].Inputs
+	}
+	end := 0
+	for k := range sent {
+		ins := inputsOf(k)
+		for j := range ins {
+			end = alignUp(end) + len(ins[j].Data)
 		}
 	}
 	if err := in.ensureRunning(ctx); err != nil {
@@ -362,10 +366,7 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 			msg = append(msg, ',')
 		}
 		msg = append(msg, `{"in":[`...)
-		ins := r.Inputs
-		if extra != nil {
-			ins = extra[k]
-		}
+		ins := inputsOf(k)
 		for j := range ins {
 			t := &ins[j]
 			off = alignUp(off)
