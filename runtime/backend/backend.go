@@ -182,6 +182,16 @@ type Request struct {
 	Timeout  time.Duration
 }
 
+// Input is the request's input called name, or nil when it carries none.
+func (r *Request) Input(name string) *Tensor {
+	for i := range r.Inputs {
+		if r.Inputs[i].Name == name {
+			return &r.Inputs[i]
+		}
+	}
+	return nil
+}
+
 // Sequence identifies the sequence a request belongs to. A correlation id
 // is either an unsigned integer (ID) or a string (StrID), never both.
 type Sequence struct {

@@ -62,7 +62,7 @@ func (b *BatchInput) Pieces(reqs []*Request, batching bool) ([]Tensor, error) {
 	}
 	shapes := make([][]int64, len(reqs))
 	for i, r := range reqs {
-		t := findInput(r, b.Source)
+		t := r.Input(b.Source)
 		if t == nil {
 			return nil, Errorf(InvalidArg, "batch input '%s' needs input '%s' in every request of the batch", b.target(), b.Source)
 		}
@@ -143,15 +143,6 @@ func (b *BatchInput) encode(vals []int64) []byte {
 	return data
 }
 
-func findInput(r *Request, name string) *Tensor {
-	for i := range r.Inputs {
-		if r.Inputs[i].Name == name {
-			return &r.Inputs[i]
-		}
-	}
-	return nil
-}
-
 // Scatter splits t, the output of one forward over reqs, among the
 // requests: request i gets the next elements of t in the shape of the
 // output's dims (with the batch dimension in front when batching), each
@@ -169,7 +160,7 @@ func (b *BatchOutput) Scatter(t Tensor, dims []int64, reqs []*Request, batching 
 	out := make([]Tensor, len(reqs))
 	var off int64
 	for i, r := range reqs {
-		src := findInput(r, b.Source)
+		src := r.Input(b.Source)
 		if src == nil {
 			return nil, fmt.Errorf("batch output '%s' needs input '%s' in every request of the batch", t.Name, b.Source)
 		}

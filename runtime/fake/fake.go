@@ -271,12 +271,7 @@ func (in *instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 // statesum serves one request of the statesum mode.
 func (in *instance) statesum(r *backend.Request) *backend.Response {
 	var sum int32
-	var state *backend.Tensor
-	for i := range r.Inputs {
-		if r.Inputs[i].Name == "STATE_IN" {
-			state = &r.Inputs[i]
-		}
-	}
+	state := r.Input("STATE_IN")
 	if state == nil || state.DataType != backend.Int32 {
 		return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "fake statesum: no INT32 input STATE_IN")}
 	}
@@ -340,18 +335,14 @@ func (in *instance) repeat(r *backend.Request) {
 // accumulate serves row i of an accumulate batch; ok is READY.
 func (in *instance) accumulate(i int, r *backend.Request) (resp *backend.Response, ok bool) {
 	flag := func(name string, absent bool) bool {
-		for _, t := range r.Inputs {
-			if t.Name == name {
-				return slices.ContainsFunc(t.Data, func(b byte) bool { return b != 0 })
-			}
+		if t := r.Input(name); t != nil {
+			return slices.ContainsFunc(t.Data, func(b byte) bool { return b != 0 })
 		}
 		return absent
 	}
 	key := "row " + strconv.Itoa(i)
-	for _, t := range r.Inputs {
-		if t.Name == "CORRID" {
-			key = "corrid " + string(t.Data)
-		}
+	if t := r.Input("CORRID"); t != nil {
+		key = "corrid " + string(t.Data)
 	}
 	if !flag("READY", true) {
 		return &backend.Response{}, false

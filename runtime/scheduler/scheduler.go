@@ -668,25 +668,15 @@ func (s *Scheduler) sameShapes(a, b *backend.Request) bool {
 		skip = 1
 	}
 	for _, name := range s.cfg.EqualShapes {
-		x, inA := inputShape(a, name)
-		y, inB := inputShape(b, name)
-		if inA != inB {
+		x, y := a.Input(name), b.Input(name)
+		if (x == nil) != (y == nil) {
 			return false
 		}
-		if inA && (len(x) < skip || len(y) < skip || !slices.Equal(x[skip:], y[skip:])) {
+		if x != nil && (len(x.Shape) < skip || len(y.Shape) < skip || !slices.Equal(x.Shape[skip:], y.Shape[skip:])) {
 			return false
 		}
 	}
 	return true
-}
-
-func inputShape(r *backend.Request, name string) ([]int64, bool) {
-	for i := range r.Inputs {
-		if r.Inputs[i].Name == name {
-			return r.Inputs[i].Shape, true
-		}
-	}
-	return nil, false
 }
 
 // take accounts for a job leaving the queue and reports whether it should
