@@ -42,7 +42,10 @@ func TestSequenceImplicitStateCarriedPerSequence(t *testing.T) {
 func TestSequenceImplicitStateInitialAndHidden(t *testing.T) {
 	s, err := New(context.Background(), fake.New(), stateSpec("st", 0), Config{
 		Name: "st", Instances: 1,
-		Sequence: &Sequence{Strategy: Direct, MaxIdle: 40 * time.Millisecond, States: sumState(100)},
+		// MaxIdle must outlast the gap between two steps of one sequence
+		// on a loaded machine (a sequence idled out between them would
+		// fail its next step), and the idle release below waits for it.
+		Sequence: &Sequence{Strategy: Direct, MaxIdle: 2 * time.Second, States: sumState(100)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +73,7 @@ func TestSequenceImplicitStateInitialAndHidden(t *testing.T) {
 	step(backend.Sequence{ID: 1, End: true}, 1, 106)
 	// The slot's state is freed at END and at the idle timeout.
 	step(backend.Sequence{ID: 2, Start: true}, 3, 103)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		s.seq.mu.Lock()
 		freed := s.seq.slots[0][0].state == nil && !s.seq.slots[0][0].bound
