@@ -151,7 +151,9 @@ func TestSequenceRefusalsAndIdleRelease(t *testing.T) {
 	be := fake.New()
 	s, err := New(context.Background(), be, accSpec("r", 0), Config{
 		Name: "r", MaxBatchSize: 0, Instances: 1,
-		Sequence: &Sequence{Strategy: Direct, MaxIdle: 30 * time.Millisecond, MaxBacklog: 1, Controls: int32Controls},
+		// MaxIdle outlasts the steps of sequence 1 below on a loaded
+		// machine; the idle release then waits for it.
+		Sequence: &Sequence{Strategy: Direct, MaxIdle: time.Second, MaxBacklog: 1, Controls: int32Controls},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +191,18 @@ func TestSequenceRefusalsAndIdleRelease(t *testing.T) {
 		}
 		second <- outValue(t, resp)
 	}()
-	time.Sleep(5 * time.Millisecond)
+	// Sequence 3 must come after sequence 2 is in the backlog.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.seq.mu.Lock()
+		n := len(s.seq.backlog)
+		s.seq.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sequence 2 never reached the backlog")
+		}
+	}
 	wantErr(seqRequest(0, backend.Sequence{ID: 3, Start: true}, 1), backend.Unavailable, "sequence 3 to model 'r' cannot start")
 	resp, err = s.Infer(ctx, seqRequest(0, backend.Sequence{ID: 1}, 6))
 	if err != nil || outValue(t, resp) != 11 {
@@ -202,7 +215,7 @@ func TestSequenceRefusalsAndIdleRelease(t *testing.T) {
 		if v != 40 {
 			t.Fatalf("sequence 2 started with state: got %d, want 40", v)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the idle sequence's slot was never released to the backlog")
 	}
 	wantErr(seqRequest(0, backend.Sequence{ID: 1}, 1), backend.InvalidArg,
