@@ -256,18 +256,10 @@ func (s *Server) infer(ctx context.Context, r *pb.ModelInferRequest) (*pb.ModelI
 			model, version = m.Name, m.Version
 		}
 		if !answered {
-			if req.Trace == nil {
-				req.Trace = tr
-				tr.Activity("REQUEST_START", time.Now())
-				tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
-			}
+			tr.RequestStart(req)
 			return
 		}
-		var outs []backend.Tensor
-		if resp != nil && tr.Wants(tracing.LevelTensors) {
-			outs = resp.Outputs
-		}
-		tr.RequestEnd(outs)
+		tr.RequestEnd(resp)
 	})
 }
 

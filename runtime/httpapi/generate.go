@@ -73,11 +73,7 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 			if tw != nil {
 				tw.model(m)
 			}
-			var outs []backend.Tensor
-			if resp != nil && tr.Wants(tracing.LevelTensors) {
-				outs = resp.Outputs
-			}
-			tr.RequestEnd(outs)
+			tr.RequestEnd(resp)
 			if err != nil {
 				writeError(w, err)
 				return

@@ -473,11 +473,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		case stageDecoded:
 			tw.decoded(req)
 		case stageAnswered:
-			var outs []backend.Tensor
-			if resp != nil && tr.Wants(tracing.LevelTensors) {
-				outs = resp.Outputs
-			}
-			tr.RequestEnd(outs)
+			tr.RequestEnd(resp)
 		}
 	})
 }
@@ -515,15 +511,11 @@ func (w *traceWriter) model(m *repository.Model) {
 	}
 }
 
-// decoded notes the decoded request: the core's REQUEST_START, and its
-// inputs at level TENSORS.
+// decoded notes the decoded request (its id, and the core's
+// REQUEST_START).
 func (w *traceWriter) decoded(req *backend.Request) {
 	w.id = req.ID
-	if req.Trace == nil {
-		req.Trace = w.tr
-		w.tr.Activity("REQUEST_START", time.Now())
-		w.tr.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
-	}
+	w.tr.RequestStart(req)
 }
 
 // end notes HTTP_SEND_END and ends the trace; call it once the answer is

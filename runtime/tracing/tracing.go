@@ -483,16 +483,30 @@ func shapeText(s []int64) string {
 	return strings.Join(parts, ",")
 }
 
+// RequestStart hands the trace to req, just decoded, and records the
+// core's REQUEST_START and, at level TENSORS, the inputs. A request that
+// already carries a trace keeps it and records nothing.
+func (t *Trace) RequestStart(req *backend.Request) {
+	if t == nil || req.Trace != nil {
+		return
+	}
+	req.Trace = t
+	t.Activity("REQUEST_START", time.Now())
+	t.Tensors("TENSOR_QUEUE_INPUT", req.Inputs)
+}
+
 // RequestEnd records the end of a traced request in the server's core
 // (INFER_RESPONSE_COMPLETE and REQUEST_END: the model's response is ready,
-// the frontend has yet to send it) and its outputs at level TENSORS (nil when there are none).
-// The frontend records its send timestamps after it and then calls End.
-func (t *Trace) RequestEnd(outputs []backend.Tensor) {
+// the frontend has yet to send it) and, at level TENSORS, resp's outputs
+// (resp is nil after an error, or where the frontend streams the
+// responses). The frontend records its send timestamps after it and then
+// calls End.
+func (t *Trace) RequestEnd(resp *backend.Response) {
 	if t == nil {
 		return
 	}
-	if outputs != nil {
-		t.Tensors("TENSOR_BACKEND_OUTPUT", outputs)
+	if resp != nil && resp.Outputs != nil {
+		t.Tensors("TENSOR_BACKEND_OUTPUT", resp.Outputs)
 	}
 	// The frontend has the response when the core ends the request: the
 	// two are one moment here, recorded in Triton's order.

@@ -90,7 +90,7 @@ func TestTensorRecords(t *testing.T) {
 	tr.Tensors("TENSOR_QUEUE_INPUT", []backend.Tensor{{Name: "X", DataType: backend.Int32, Shape: []int64{1, 2}, Data: data}})
 	data[0] = 9 // the caller reuses its buffer
 	tr.SetModel("m", 3, "r1")
-	tr.RequestEnd([]backend.Tensor{{Name: "S", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{2, 0, 0, 0, 'h', 'i'}}})
+	tr.RequestEnd(&backend.Response{Outputs: []backend.Tensor{{Name: "S", DataType: backend.Bytes, Shape: []int64{1}, Data: []byte{2, 0, 0, 0, 'h', 'i'}}}})
 	tr.End()
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
