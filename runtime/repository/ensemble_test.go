@@ -33,7 +33,7 @@ func TestEnsembleLoadRefusals(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "lin", linearCfg, []string{"1"})
 	writeModel(t, root, "small", strings.Replace(linearCfg, "max_batch_size: 8", "max_batch_size: 2", 1), []string{"1"})
-	cases := map[string]struct{ cfg, want string }{
+	cases := map[string]refusal{
 		"aok":      {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "OUT")), ""},
 		"missing":  {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("nosuch", "IN", "OUT")), "ensemble 'missing' depends on 'nosuch' which is not available"},
 		"types":    {ensembleCfg("TYPE_INT32", "TYPE_FP32", step("lin", "IN", "OUT")), "input 'INPUT__0' of step 'lin' is FP32 but ensemble tensor 'IN' is INT32"},
@@ -54,17 +54,7 @@ func TestEnsembleLoadRefusals(t *testing.T) {
 		t.Fatalf("a valid ensemble should load after its model: %v", err)
 	}
 	delete(cases, "aok")
-	for _, e := range m.Index(false) {
-		if c, ok := cases[e.Name]; ok {
-			if e.State != Unavailable || !strings.Contains(e.Reason, c.want) {
-				t.Errorf("%s: %s %q, want UNAVAILABLE with %q", e.Name, e.State, e.Reason, c.want)
-			}
-			delete(cases, e.Name)
-		}
-	}
-	if len(cases) != 0 {
-		t.Errorf("not in the index: %v", cases)
-	}
+	wantRefused(t, m, cases)
 }
 
 // ctxBackend serves the fake backend's models, except that an instance of

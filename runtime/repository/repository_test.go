@@ -63,6 +63,27 @@ func newManager(t *testing.T, be *fake.Backend, strict bool, repos ...string) *M
 	return m
 }
 
+// refusal is the config of a model that must fail to load and a part of
+// the reason its load gives.
+type refusal struct{ cfg, want string }
+
+// wantRefused checks that each model of cases (by name) is in m's index
+// as UNAVAILABLE with its reason. It empties cases as it goes.
+func wantRefused(t *testing.T, m *Manager, cases map[string]refusal) {
+	t.Helper()
+	for _, e := range m.Index(false) {
+		if c, ok := cases[e.Name]; ok {
+			if e.State != Unavailable || !strings.Contains(e.Reason, c.want) {
+				t.Errorf("%s: %s %q, want UNAVAILABLE with %q", e.Name, e.State, e.Reason, c.want)
+			}
+			delete(cases, e.Name)
+		}
+	}
+	if len(cases) != 0 {
+		t.Errorf("not in the index: %v", cases)
+	}
+}
+
 func readyVersions(m *Manager, name string) []int64 {
 	vs, _, _ := m.Versions(name)
 	var out []int64

@@ -16,7 +16,7 @@ import (
 // would refuse and checks each load fails naming what is wrong.
 func TestSequenceConfigRefusals(t *testing.T) {
 	ctl := func(s string) string { return linearCfg + "sequence_batching { control_input [" + s + "] }" }
-	cases := map[string]struct{ cfg, want string }{
+	cases := map[string]refusal{
 		"twokinds": {ctl(`{ name: "A" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] }, { name: "B" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] }`),
 			"sequence_batching specifies multiple CONTROL_SEQUENCE_START tensors"},
 		"novalues": {ctl(`{ name: "A" control [{ kind: CONTROL_SEQUENCE_READY }] }`), "must give exactly one of int32_false_true"},
@@ -35,17 +35,7 @@ func TestSequenceConfigRefusals(t *testing.T) {
 	if _, err := m.Get("ok", -1); err != nil {
 		t.Fatalf("a valid sequence model should load: %v", err)
 	}
-	for _, e := range m.Index(false) {
-		if c, ok := cases[e.Name]; ok {
-			if e.State != Unavailable || !strings.Contains(e.Reason, c.want) {
-				t.Errorf("%s: %s %q, want UNAVAILABLE with %q", e.Name, e.State, e.Reason, c.want)
-			}
-			delete(cases, e.Name)
-		}
-	}
-	if len(cases) != 0 {
-		t.Errorf("not in the index: %v", cases)
-	}
+	wantRefused(t, m, cases)
 }
 
 const stateCfg = `
@@ -73,7 +63,7 @@ func TestSequenceStateConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeModel(t, root, "zero", stateModel(`initial_state { data_type: TYPE_INT32 dims: [1] zero_data: true name: "init" }`), []string{"1"})
-	cases := map[string]struct{ cfg, want string }{
+	cases := map[string]refusal{
 		"isinput":   {strings.Replace(stateModel(""), `"STATE_IN"`, `"IN"`, 1), "sequence_batching state 'IN' is also a model input"},
 		"noout":     {strings.Replace(stateModel(""), `output_name: "STATE_OUT"`, "", 1), "state[0] must give both input_name and output_name"},
 		"badtype":   {stateModel(`initial_state { data_type: TYPE_FP32 dims: [1] zero_data: true name: "i" }`), "initial_state 'i' has data_type FP32, the state is INT32"},
@@ -88,17 +78,7 @@ func TestSequenceStateConfig(t *testing.T) {
 	}
 	m := newManager(t, fake.New(), true, root)
 	_ = m.LoadAll(context.Background())
-	for _, e := range m.Index(false) {
-		if c, ok := cases[e.Name]; ok {
-			if e.State != Unavailable || !strings.Contains(e.Reason, c.want) {
-				t.Errorf("%s: %s %q, want UNAVAILABLE with %q", e.Name, e.State, e.Reason, c.want)
-			}
-			delete(cases, e.Name)
-		}
-	}
-	if len(cases) != 0 {
-		t.Errorf("not in the index: %v", cases)
-	}
+	wantRefused(t, m, cases)
 	for model, initial := range map[string]int32{"file": 7, "zero": 0} {
 		mod, err := m.Get(model, -1)
 		if err != nil {
