@@ -78,7 +78,9 @@ func (m *Manager) Poll(ctx context.Context) error {
 	defer m.pollMu.Unlock()
 	present := make(map[string]bool, len(names))
 	var errs []error
-	for _, name := range names {
+	// In LoadAll's order: an ensemble polled before its models would fail
+	// and, its directory unchanged, never be tried again.
+	for _, name := range m.loadOrder(names) {
 		present[name] = true
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("polling the repositories: %w", err))...)

@@ -181,3 +181,18 @@ func TestEnsembleLoadsAndUnloadsWithItsModels(t *testing.T) {
 		t.Fatalf("a not reloaded with ens: %v", err)
 	}
 }
+
+// TestPollLoadsEnsemblesAfterTheirModels: in poll mode an ensemble whose
+// name sorts before its composing model's still loads on the first poll.
+func TestPollLoadsEnsemblesAfterTheirModels(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "a_ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("z_lin", "IN", "OUT")), []string{"1"})
+	writeModel(t, root, "z_lin", linearCfg, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	if err := m.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get("a_ens", -1); err != nil {
+		t.Fatalf("the ensemble did not load on the first poll: %v", err)
+	}
+}

@@ -242,17 +242,7 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Ensembles load after the models they are made of (Triton loads
-	// dependencies first); an ensemble of ensembles after those.
-	var plain, ensembles []string
-	for _, n := range names {
-		if m.isEnsemble(n) {
-			ensembles = append(ensembles, n)
-		} else {
-			plain = append(plain, n)
-		}
-	}
-	names = append(plain, m.ensembleOrder(ensembles)...)
+	names = m.loadOrder(names)
 	var errs []error
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
@@ -266,6 +256,20 @@ func (m *Manager) LoadAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// loadOrder puts ensembles after the models they are made of (Triton
+// loads dependencies first), an ensemble of ensembles after those.
+func (m *Manager) loadOrder(names []string) []string {
+	var plain, ensembles []string
+	for _, n := range names {
+		if m.isEnsemble(n) {
+			ensembles = append(ensembles, n)
+		} else {
+			plain = append(plain, n)
+		}
+	}
+	return append(plain, m.ensembleOrder(ensembles)...)
 }
 
 // Load loads (or reloads) the model called name: it reads its config, loads
