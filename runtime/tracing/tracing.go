@@ -2,9 +2,9 @@
 // record their activities (REQUEST_START, QUEUE_START, COMPUTE_START,
 // COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END, REQUEST_END), the
 // frontends their transport's (HTTP_RECV_START/END, HTTP_SEND_START/END;
-// GRPC_WAITREAD_START/END, GRPC_SEND_START/END; INFER_RESPONSE_COMPLETE) and, at level TENSORS, the
-// input and output tensors. Settings are global or
-// per model and change at run time (/v2[/models/M]/trace/setting, gRPC
+// GRPC_WAITREAD_START/END, GRPC_SEND_START/END; INFER_RESPONSE_COMPLETE)
+// and, at level TENSORS, the input and output tensors. Settings are global
+// or per model and change at run time (/v2[/models/M]/trace/setting, gRPC
 // TraceSetting) with Triton's fallback rule: a model's unset fields follow
 // the global ones.
 //
@@ -12,8 +12,9 @@
 // array; with log_frequency N, every N traces to FILE.0, FILE.1, ...).
 // Mode "opentelemetry" exports spans over OTLP/HTTP with the OpenTelemetry
 // SDK (an InferRequest root span with the frontend's timestamps as events,
-// a span named after the model with the request's, a "compute" span), and a request carrying a W3C traceparent is traced
-// whatever the rate, as Triton does.
+// a span named after the model with the request's, a "compute" span), and
+// a request carrying a W3C traceparent is traced whatever the rate, as
+// Triton does.
 //
 // When no setting traces anything, Sample is one atomic load: the request
 // path pays nothing for tracing that is off.
