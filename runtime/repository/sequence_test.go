@@ -47,7 +47,7 @@ output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
 `
 
 func stateModel(state string) string {
-	return stateCfg + `sequence_batching { state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [-1] ` + state + ` }] }`
+	return stateCfg + `sequence_batching { max_sequence_idle_microseconds: 60000000 state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [-1] ` + state + ` }] }`
 }
 
 // TestSequenceStateConfig loads implicit-state models: a data_file initial
