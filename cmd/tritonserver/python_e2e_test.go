@@ -152,21 +152,37 @@ func torchForward(t *testing.T, modelPT string, rows [][]float32) [][]float64 {
 	return want
 }
 
+// postInfer POSTs req, a JSON inference request, to model's infer
+// endpoint on the HTTP base URL and returns the body of its 200 answer.
+func postInfer(base, model string, req any) ([]byte, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.Post(base+"/v2/models/"+model+"/infer", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, data)
+	}
+	return data, nil
+}
+
 func inferJSON(base string, rows [][]float32) ([][]float64, error) {
 	flat := []float32{}
 	for _, r := range rows {
 		flat = append(flat, r...)
 	}
-	body, _ := json.Marshal(map[string]any{"inputs": []any{map[string]any{
+	data, err := postInfer(base, "simple_linear", map[string]any{"inputs": []any{map[string]any{
 		"name": "INPUT__0", "datatype": "FP32", "shape": []int{len(rows), 10}, "data": flat}}})
-	resp, err := http.Post(base+"/v2/models/simple_linear/infer", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, data)
 	}
 	var out struct {
 		Outputs []struct {

@@ -5,11 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,15 +68,9 @@ func inferSeqHTTP(base, model string, s seqStep) (map[string]int32, error) {
 		}
 		req["outputs"] = outs
 	}
-	body, _ := json.Marshal(req)
-	resp, err := http.Post(base+"/v2/models/"+model+"/infer", "application/json", strings.NewReader(string(body)))
+	b, err := postInfer(base, model, req)
 	if err != nil {
 		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 	var out struct {
 		Outputs []struct {
