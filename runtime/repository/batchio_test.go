@@ -39,10 +39,7 @@ dynamic_batching {}
 	if err := m.LoadAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := m.Get("m", -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod := mustGet(t, m, "m")
 	s := mod.Spec
 	if !s.Inputs[0].Ragged || s.Inputs[1].Ragged {
 		t.Errorf("ragged flags %v %v, want true false", s.Inputs[0].Ragged, s.Inputs[1].Ragged)
@@ -123,11 +120,7 @@ dynamic_batching {}
 	if err := m.LoadAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := m.Get("m", -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := mod.Scheduler.Config().EqualShapes; !slices.Equal(got, []string{"VAR"}) {
+	if got := mustGet(t, m, "m").Scheduler.Config().EqualShapes; !slices.Equal(got, []string{"VAR"}) {
 		t.Errorf("equal-shape inputs %v, want [VAR]", got)
 	}
 }
