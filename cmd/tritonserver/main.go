@@ -436,9 +436,9 @@ func (s pythonServer) LoadModel(ctx context.Context, model string, config []byte
 	return s.mgr.LoadModel(ctx, model, config)
 }
 
-func (s pythonServer) UnloadModel(ctx context.Context, model string) error {
+func (s pythonServer) UnloadModel(ctx context.Context, model string, dependents bool) error {
 	if !s.explicit {
 		return repository.ControlDisabled()
 	}
-	return s.mgr.Unload(ctx, model)
+	return s.mgr.UnloadModel(ctx, model, dependents)
 }

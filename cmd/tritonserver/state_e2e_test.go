@@ -232,3 +232,63 @@ func TestPythonImplicitState(t *testing.T) {
 		}
 	}
 }
+
+// echoFloat answers its input.
+const echoFloat = `import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT__0", pb_utils.get_input_tensor_by_name(r, "INPUT__0").as_numpy())]) for r in requests]
+`
+
+// unloaderModel unloads the ensemble "ens" with its dependents from
+// execute, through the python model loading API.
+const unloaderModel = `import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.unload_model("ens", unload_dependents=True)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT__0", np.array([1], dtype=np.float32))]) for _ in requests]
+`
+
+// TestPythonUnloadModelWithDependents: in explicit mode a python model's
+// pb_utils.unload_model(..., unload_dependents=True) unloads an ensemble
+// and its composing model.
+func TestPythonUnloadModelWithDependents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts python stubs")
+	}
+	testenv.NeedPython(t, "/usr/bin/python3", "numpy")
+	root := t.TempDir()
+	for name, src := range map[string]string{"echo": echoFloat, "unloader": unloaderModel} {
+		writeConfig(t, root, name, floatConfig, "1")
+		if err := os.WriteFile(filepath.Join(root, name, "1", "model.py"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(t, root, "ens", `platform: "ensemble"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]
+ensemble_scheduling { step [{ model_name: "echo" model_version: -1 input_map { key: "INPUT__0" value: "IN" } output_map { key: "OUTPUT__0" value: "OUT" } }] }
+`, "1")
+	// Loading the ensemble loads echo with it.
+	base, _, _, logs := startPythonServer(t, false, "unloader", "--model-repository", root,
+		"--model-control-mode=explicit", "--load-model=ens", "--load-model=unloader")
+	ready := func(m string) bool {
+		resp, err := http.Get(base + "/v2/models/" + m + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	if !ready("ens") || !ready("echo") {
+		t.Fatalf("ens and echo should be loaded:\n%s", logs.String())
+	}
+	if n := postFloat(t, base, "unloader", 0); n != 1 {
+		t.Fatalf("unloader answered %v", n)
+	}
+	if ready("ens") || ready("echo") {
+		t.Fatalf("ens or echo still ready after unload_model(unload_dependents=True):\n%s", logs.String())
+	}
+}

@@ -58,3 +58,19 @@ func TestEnsembleChainsTwoModels(t *testing.T) {
 		t.Errorf("step error: %v", err)
 	}
 }
+
+// TestUnloadDependents: RepositoryModelUnload's unload_dependents (a bool
+// parameter) unloads an ensemble's composing models with it.
+func TestUnloadDependents(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "stage2": frontendtest.Stage2, "chain": frontendtest.Chain})
+	_, err := e.client.RepositoryModelUnload(context.Background(), &pb.RepositoryModelUnloadRequest{ModelName: "chain",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"unload_dependents": {ParameterChoice: &pb.ModelRepositoryParameter_BoolParam{BoolParam: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"chain", "linear", "stage2"} {
+		if _, err := e.mgr.Get(m, -1); err == nil {
+			t.Errorf("%s still loaded after unloading chain with its dependents", m)
+		}
+	}
+}

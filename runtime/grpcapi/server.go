@@ -461,7 +461,9 @@ func (s *Server) RepositoryModelUnload(ctx context.Context, r *pb.RepositoryMode
 	if r.GetModelName() == "" {
 		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
 	}
-	if err := s.mgr.Unload(ctx, r.GetModelName()); err != nil {
+	// unload_dependents: an ensemble's composing models go with it.
+	dependents := r.GetParameters()["unload_dependents"].GetBoolParam()
+	if err := s.mgr.UnloadModel(ctx, r.GetModelName(), dependents); err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.RepositoryModelUnloadResponse{}, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
@@ -46,5 +47,25 @@ func TestEnsembleChainsTwoModels(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || json.Unmarshal(out, &md) != nil || md.Platform != "ensemble" {
 		t.Errorf("metadata: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestUnloadDependents: Triton's unload parameter unload_dependents unloads
+// an ensemble's composing models with it; a value that is not a boolean is
+// refused.
+func TestUnloadDependents(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear, "stage2": frontendtest.Stage2, "chain": frontendtest.Chain})
+	e := serveRepo(t, repo, Options{Manager: repo.Manager, ModelControl: true})
+	r, b := e.do(t, "POST", "/v2/repository/models/chain/unload", []byte(`{"parameters":{"unload_dependents":"yes"}}`), nil)
+	if r.StatusCode != 400 || !strings.Contains(string(b), "unload parameter 'unload_dependents' of model 'chain' must be a boolean") {
+		t.Fatalf("bad parameter: %d %s", r.StatusCode, b)
+	}
+	if r, b := e.do(t, "POST", "/v2/repository/models/chain/unload", []byte(`{"parameters":{"unload_dependents":true}}`), nil); r.StatusCode != 200 {
+		t.Fatalf("unload: %d %s", r.StatusCode, b)
+	}
+	for _, m := range []string{"chain", "linear", "stage2"} {
+		if r, _ := e.do(t, "GET", "/v2/models/"+m+"/ready", nil, nil); r.StatusCode == 200 {
+			t.Errorf("%s still ready after unloading chain with its dependents", m)
+		}
 	}
 }

@@ -888,17 +888,28 @@ func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// unloadModel serves POST /v2/repository/models/{model}/unload.
+// unloadModel serves POST /v2/repository/models/{model}/unload. The body
+// may carry parameters.unload_dependents (a boolean): an ensemble's
+// composing models are unloaded with it.
 func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	if !s.opts.ModelControl {
 		writeError(w, repository.ControlDisabled())
 		return
 	}
-	if _, err := s.readControlRequest(w, r); err != nil {
+	req, err := s.readControlRequest(w, r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := s.mgr.Unload(r.Context(), r.PathValue("model")); err != nil {
+	name := r.PathValue("model")
+	var dependents bool
+	if v, ok := req.Parameters["unload_dependents"]; ok {
+		if err := json.Unmarshal(v, &dependents); err != nil {
+			writeError(w, backend.Errorf(backend.InvalidArg, "unload parameter 'unload_dependents' of model '%s' must be a boolean", name))
+			return
+		}
+	}
+	if err := s.mgr.UnloadModel(r.Context(), name, dependents); err != nil {
 		writeError(w, err)
 		return
 	}

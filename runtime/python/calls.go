@@ -26,10 +26,11 @@ type Server interface {
 	// ModelReady reports whether the model (version -1: any) is ready.
 	ModelReady(model string, version int64) bool
 	// LoadModel loads or reloads a model, with an optional config override
-	// (Triton's JSON form); UnloadModel unloads it. Both fail outside
-	// explicit model control mode, as in Triton.
+	// (Triton's JSON form); UnloadModel unloads it (with dependents, an
+	// ensemble's composing models too: unload_dependents). Both fail
+	// outside explicit model control mode, as in Triton.
 	LoadModel(ctx context.Context, model string, config []byte) error
-	UnloadModel(ctx context.Context, model string) error
+	UnloadModel(ctx context.Context, model string, dependents bool) error
 }
 
 // SetServer gives the backend the server its models reach through BLS and
@@ -342,6 +343,8 @@ func (in *Instance) serverCall(ctx context.Context, owner any, fn string, args j
 		Name    string `json:"name"`
 		Version string `json:"version"`
 		Config  string `json:"config"`
+		// Dependents is unload_model's unload_dependents.
+		Dependents bool `json:"unload_dependents"`
 	}
 	if len(args) > 0 {
 		if err := json.Unmarshal(args, &a); err != nil {
@@ -372,7 +375,7 @@ func (in *Instance) serverCall(ctx context.Context, owner any, fn string, args j
 			}
 			return nil, srv.LoadModel(ctx, a.Name, cfg)
 		default:
-			return nil, srv.UnloadModel(ctx, a.Name)
+			return nil, srv.UnloadModel(ctx, a.Name, a.Dependents)
 		}
 	}
 	if in.metrics != nil {

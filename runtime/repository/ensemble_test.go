@@ -196,3 +196,26 @@ func TestPollLoadsEnsemblesAfterTheirModels(t *testing.T) {
 		t.Fatalf("the ensemble did not load on the first poll: %v", err)
 	}
 }
+
+// TestUnloadModelWithDependents: unload_dependents unloads the composing
+// models of an ensemble that no other loaded ensemble uses.
+func TestUnloadModelWithDependents(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "shared", linearCfg, []string{"1"})
+	writeModel(t, root, "own", linearCfg, []string{"1"})
+	writeModel(t, root, "ens1", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("shared", "IN", "A"), step("own", "IN", "OUT")), []string{"1"})
+	writeModel(t, root, "ens2", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("shared", "IN", "OUT")), []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	ctx := context.Background()
+	if err := m.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UnloadModel(ctx, "ens1", true); err != nil {
+		t.Fatal(err)
+	}
+	for n, loaded := range map[string]bool{"ens1": false, "own": false, "shared": true, "ens2": true} {
+		if _, err := m.Get(n, -1); (err == nil) != loaded {
+			t.Errorf("%s: loaded %v, want %v", n, err == nil, loaded)
+		}
+	}
+}

@@ -443,6 +443,40 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 	return err
 }
 
+// UnloadModel is Unload with Triton's unload_dependents: when dependents
+// is set and name is an ensemble, its composing models that no other
+// loaded ensemble uses are unloaded after it, those of composing
+// ensembles included.
+func (m *Manager) UnloadModel(ctx context.Context, name string, dependents bool) error {
+	steps := m.composing(name)
+	err := m.Unload(ctx, name)
+	if !dependents {
+		return err
+	}
+	for _, s := range steps {
+		if _, gerr := m.Get(s, -1); gerr != nil || len(m.dependentEnsembles(s)) > 0 {
+			continue // not loaded, or still part of another ensemble
+		}
+		err = errors.Join(err, m.UnloadModel(ctx, s, true))
+	}
+	return err
+}
+
+// composing lists the step models of the loaded ensemble called name (none
+// when it is not a loaded ensemble), sorted, each once.
+func (m *Manager) composing(name string) []string {
+	mod, err := m.Get(name, -1)
+	if err != nil || mod.Platform != ensemblePlatform {
+		return nil
+	}
+	var out []string
+	for _, s := range mod.Config.GetEnsembleScheduling().GetStep() {
+		out = append(out, s.GetModelName())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // dependentEnsembles are the loaded ensembles with a step on model name.
 // Cycles of ensembles never load, so following them from Unload ends.
 func (m *Manager) dependentEnsembles(name string) []string {

@@ -531,7 +531,7 @@ def load_model(model_name, config="", files=None):
 
 def unload_model(model_name, unload_dependents=False):
     """Unloads a model; explicit model control mode only."""
-    _server("unload_model").call("unload_model", name=model_name)
+    _server("unload_model").call("unload_model", name=model_name, unload_dependents=bool(unload_dependents))
 
 
 def is_model_ready(model_name, model_version=""):
