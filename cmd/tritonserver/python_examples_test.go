@@ -362,9 +362,12 @@ func streamInfer(t *testing.T, s *exampleServer, model string, in int32) []*infe
 // TestPythonExampleDecoupled: what decoupled's square client does — n
 // responses for n, from a thread of the model, 0 for 0 — over gRPC
 // streaming and HTTP generate_stream; and bls_decoupled's: a model that
-// iterates a decoupled model's responses through BLS.
+// iterates a decoupled model's responses through BLS, and its async
+// model: two such calls awaited at once, request after request (the stub
+// once dropped a batch that a response thread read, and the next request
+// hung), answering int64 for an output declared INT32 as Triton does.
 func TestPythonExampleDecoupled(t *testing.T) {
-	s := startExamples(t, []string{"square_stream", "bls_stream"})
+	s := startExamples(t, []string{"square_stream", "bls_stream", "bls_stream_async"})
 	for _, n := range []int32{3, 0, 1} {
 		got := streamInfer(t, s, "square_stream", n)
 		if len(got) != int(n) {
@@ -397,6 +400,21 @@ func TestPythonExampleDecoupled(t *testing.T) {
 		RawInputContents: [][]byte{binary.LittleEndian.AppendUint32(nil, 3)}})
 	if err != nil || binary.LittleEndian.Uint32(rawOutput(t, g, "SUM")) != 9 || binary.LittleEndian.Uint32(rawOutput(t, g, "COUNT")) != 3 {
 		t.Errorf("bls_stream over gRPC: %v %v", g, err)
+	}
+
+	for _, n := range []int32{4, 2, 0, 1} {
+		code, out := s.inferHTTP(t, "bls_stream_async", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1}, Data: []int32{n}}}})
+		if code != 200 || len(out.Outputs) != 1 || out.Outputs[0].Datatype != "INT64" || out.output(t, "SUM")[0] != float64(2*n*n) {
+			t.Fatalf("bls_stream_async(%d) over HTTP: %d %+v, want INT64 SUM %d", n, code, out, 2*n*n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		g, err := s.client().ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "bls_stream_async",
+			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1}}},
+			RawInputContents: [][]byte{binary.LittleEndian.AppendUint32(nil, uint32(n))}})
+		cancel()
+		if err != nil || g.Outputs[0].Datatype != "INT64" || binary.LittleEndian.Uint64(rawOutput(t, g, "SUM")) != uint64(2*n*n) {
+			t.Fatalf("bls_stream_async(%d) over gRPC: %v %v", n, g, err)
+		}
 	}
 }
 

@@ -30,7 +30,6 @@ type Instance struct {
 	log         *slog.Logger // with the model, version and instance
 	verbose     bool
 	outputNames []string
-	outputTypes map[string]backend.DataType
 
 	// unloading ends when Close starts, so that a restart stuck in a slow
 	// initialize does not hold Close (and the mutex) for its full timeout.
@@ -519,7 +518,10 @@ func (in *Instance) stubFailed(proc *stubProc, what string, err error) error {
 }
 
 // collect copies one response's outputs out of the shared region; the
-// region is reused by the next batch.
+// region is reused by the next batch. An output keeps the data type the
+// model gave it even where the config declares another: Triton's python
+// backend passes it through too (python_backend's bls_decoupled example
+// returns an int64 SUM declared TYPE_INT32, and its clients read it).
 func (in *Instance) collect(req *backend.Request, outs []wireTensor, buf []byte) *backend.Response {
 	resp := &backend.Response{Outputs: make([]backend.Tensor, 0, len(outs))}
 	fail := func(format string, args ...any) *backend.Response {
@@ -536,9 +538,6 @@ func (in *Instance) collect(req *backend.Request, outs []wireTensor, buf []byte)
 		t := backend.Tensor{Name: o.Name, DataType: dt, Shape: o.Shape}
 		if dt != backend.Bytes && int64(o.Len) != t.NumElements()*int64(dt.Size()) {
 			return fail("output %q: %d bytes for shape %v of %s", o.Name, o.Len, o.Shape, dt)
-		}
-		if want, ok := in.outputTypes[o.Name]; ok && want != dt {
-			return fail("output %q is %s but the model config declares %s", o.Name, dt, want)
 		}
 		t.Data = make([]byte, o.Len)
 		copy(t.Data, buf[o.Off:o.Off+o.Len])

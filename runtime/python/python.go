@@ -378,10 +378,8 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	inst.unloading, inst.unload = context.WithCancel(context.Background())
 	inst.outputNames = make([]string, len(spec.Outputs))
-	inst.outputTypes = make(map[string]backend.DataType, len(spec.Outputs))
 	for i, o := range spec.Outputs {
 		inst.outputNames[i] = o.Name
-		inst.outputTypes[o.Name] = o.DataType
 	}
 	inst.shm, err = newShmRegion(fmt.Sprintf("tritonbuild-python-%s-%d", spec.Name, idx), set.shmSize)
 	if err != nil {

@@ -143,7 +143,10 @@ class Mux:
         self.ch = channel
         self._cond = threading.Condition()
         self._reading = False
-        self._mail = {}
+        # The main thread's box exists from the start: a batch another
+        # thread reads while the main one is busy must wait for it, not be
+        # dropped as the answer to a forgotten call.
+        self._mail = {"main": []}
         self._closed = False
         self._next = 0
         self.on_cancel = None

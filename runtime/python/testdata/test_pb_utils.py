@@ -157,3 +157,39 @@ class OutsideServer(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StubMux(unittest.TestCase):
+    """The stub's frame multiplexer (tritonbuild_stub.Mux)."""
+
+    def test_batch_read_by_another_thread_waits_for_main(self):
+        # A model thread waiting for its call's answer is the reader when
+        # the server's next batch arrives first: the batch must reach the
+        # main thread afterwards (it used to be dropped, which hung the
+        # next request of a decoupled model whose response thread was
+        # still sending).
+        import os
+        import threading
+        import tritonbuild_stub as stub
+
+        to_stub_r, to_stub_w = os.pipe()
+        server = stub.Channel(-1, to_stub_w)
+        mux = stub.Mux(stub.Channel(to_stub_r, -1))
+        key = mux.new_id()
+        got = {}
+
+        def call():
+            got["call"] = mux.wait(key)
+
+        server.send({"op": "exec", "seq": 7})
+        server.send({"op": "ack", "id": key})
+        reader = threading.Thread(target=call)
+        reader.start()
+        reader.join(30)
+        self.assertFalse(reader.is_alive())
+        self.assertEqual(got["call"][0]["op"], "ack")
+        os.close(to_stub_w)
+        msg, _ = mux.wait("main")
+        self.assertEqual(msg, {"op": "exec", "seq": 7})
+        self.assertEqual(mux.wait("main"), (None, b""))
+        os.close(to_stub_r)
