@@ -64,6 +64,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -96,11 +97,13 @@ type options struct {
 	fastapi     string
 	external    bool
 	goals       bool
+	// cases, when not empty, are the only in-process cases run (by name).
+	cases map[string]bool
 }
 
 func main() {
 	var o options
-	var conc string
+	var conc, cases string
 	flag.StringVar(&o.backend, "backend", "fake", "backend serving simple_linear: fake or pytorch")
 	flag.StringVar(&o.model, "model", "", "model.pt for -backend pytorch (default: written with -python)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "interpreter with torch, to write model.pt")
@@ -122,7 +125,14 @@ func main() {
 	flag.StringVar(&o.ghz, "ghz", "out/bin/ghz", "ghz binary (make ghz builds it from bench/tools)")
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
 	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
+	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk cases, and triton-grpc / fastapi-json the ghz and FastAPI ones; goals whose cases did not run are not checked)")
 	flag.Parse()
+	if cases != "" {
+		o.cases = map[string]bool{}
+		for _, c := range strings.Split(cases, ",") {
+			o.cases[strings.TrimSpace(c)] = true
+		}
+	}
 	for _, s := range strings.Split(conc, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || c < 1 {
@@ -334,6 +344,10 @@ func (f *floorForward) handler(rows int) http.HandlerFunc {
 type result struct {
 	p50, p99   time.Duration
 	throughput float64
+	// cpu is the process's CPU time (user + system, clients and servers
+	// together) per completed request, in-process cases only: unlike
+	// throughput it does not move when other processes take the cores.
+	cpu time.Duration
 }
 
 type target struct {
@@ -384,6 +398,7 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error)
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, conc)
 	errs := make(chan error, conc)
+	cpu0 := processCPU()
 	start := time.Now()
 	stop := start.Add(d)
 	for c := 0; c < conc; c++ {
@@ -402,6 +417,7 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	close(errs)
 	if err := <-errs; err != nil {
 		return result{}, err
@@ -414,7 +430,17 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error)
 		return result{}, errors.New("no request completed")
 	}
 	slices.Sort(all)
-	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / elapsed.Seconds()}, nil
+	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / elapsed.Seconds(), cpu: cpu / time.Duration(len(all))}, nil
+}
+
+// processCPU is the CPU time this process has used (user + system); 0
+// where the system cannot tell.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // computeP50 times Execute of one request on one fresh instance.
@@ -555,6 +581,12 @@ func run(o options) (int, error) {
 		{name: "floor+fwd-bin8", url: floorFwd(8), body: binBody8, header: binHdr8, only1: true},
 		{name: "triton-bin8", url: infer, body: binBody8, header: binHdr8, check: binCheck("triton-bin8", 8*4*outputs), only1: true},
 	}
+	if o.cases != nil {
+		targets = slices.DeleteFunc(targets, func(t target) bool { return !o.cases[t.name] })
+		if len(targets) == 0 {
+			return 0, fmt.Errorf("-cases %v names no case", slices.Sorted(maps.Keys(o.cases)))
+		}
+	}
 	maxConc := slices.Max(o.conc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
 
@@ -616,7 +648,7 @@ func run(o options) (int, error) {
 	}
 	fmt.Printf("compute, tight loop (direct Execute back to back): p50 %.1f us at 1 row, %.1f us at 8 rows\n", us(compute), us(compute8))
 	fmt.Printf("floor+fwd: the echo handler with the same direct Execute in it (floor + compute in a server's cache state)\n\n")
-	fmt.Printf("%-18s %5s %10s %10s %12s\n", "case", "conc", "p50 us", "p99 us", "req/s")
+	fmt.Printf("%-18s %5s %10s %10s %12s %11s\n", "case", "conc", "p50 us", "p99 us", "req/s", "CPU us/req")
 	med := map[string]map[int]result{}
 	for _, t := range targets {
 		med[t.name] = map[int]result{}
@@ -626,7 +658,7 @@ func run(o options) (int, error) {
 			}
 			m := median(results[t.name][c])
 			med[t.name][c] = m
-			fmt.Printf("%-18s %5d %10.1f %10.1f %12.0f\n", t.name, c, us(m.p50), us(m.p99), m.throughput)
+			fmt.Printf("%-18s %5d %10.1f %10.1f %12.0f %11.1f\n", t.name, c, us(m.p50), us(m.p99), m.throughput, us(m.cpu))
 		}
 	}
 	fmt.Println()
@@ -656,7 +688,7 @@ func run(o options) (int, error) {
 		for _, kind := range []string{"json", "bin"} {
 			tr, fl := results["triton-"+kind][c], results["floor-"+kind][c]
 			ratio := paired(tr, fl, throughputRatio)
-			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f", c, kind, ratio)
+			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f, CPU per request triton/floor %.2f", c, kind, ratio, paired(tr, fl, cpuRatio))
 			if c == 1 {
 				over := paired(tr, results["floor+fwd-"+kind][1], p50Over)
 				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, paired(tr, fl, p50Over)-us(compute))
@@ -676,7 +708,11 @@ func run(o options) (int, error) {
 		}
 	}
 	for _, c := range o.conc {
-		hit, fl := med["triton-bin-cached"][c], med["floor-bin"][c]
+		hit, ok1 := med["triton-bin-cached"][c]
+		fl, ok2 := med["floor-bin"][c]
+		if !ok1 || !ok2 {
+			continue // not run (-cases)
+		}
 		ratio := float64(hit.p50) / float64(max(fl.p50, 1))
 		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx); throughput cache hit/floor %.2f\n",
 			c, us(hit.p50), us(fl.p50), ratio, paired(results["triton-bin-cached"][c], results["floor-bin"][c], throughputRatio))
@@ -738,10 +774,13 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 		if c == 1 {
 			cs = append(cs, wrkCase{name: "floor+fwd-bin", url: floorURL + "/forward1", body: binBody, header: binHdr})
 		}
+		if o.cases != nil {
+			cs = slices.DeleteFunc(cs, func(wc wrkCase) bool { return !o.cases[wc.name] })
+		}
 		return cs
 	}
 	var fastURL string
-	if o.fastapi != "" && o.backend == "pytorch" { // the peer serves model.pt
+	if o.fastapi != "" && o.backend == "pytorch" && (o.cases == nil || o.cases["fastapi-json"]) { // the peer serves model.pt
 		var stop func()
 		var err error
 		fastURL, stop, err = startFastAPI(o.python, o.fastapi, filepath.Join(model.Spec.VersionDir, "model.pt"))
@@ -750,8 +789,8 @@ func external(o options, dir string, model *repository.Model, floorURL, tritonUR
 		}
 		defer stop()
 	}
-	haveGhz := true
-	if _, err := os.Stat(o.ghz); err != nil {
+	haveGhz := o.cases == nil || o.cases["triton-grpc"]
+	if _, err := os.Stat(o.ghz); haveGhz && err != nil {
 		fmt.Printf("ghz not found at %s (make ghz): no outside gRPC figures\n", o.ghz)
 		haveGhz = false
 	}
@@ -855,6 +894,8 @@ func paired(a, b []result, f func(a, b result) float64) float64 {
 
 func throughputRatio(a, b result) float64 { return a.throughput / b.throughput }
 
+func cpuRatio(a, b result) float64 { return float64(a.cpu) / float64(b.cpu) }
+
 func p50Over(a, b result) float64 { return us(a.p50) - us(b.p50) }
 
 // median takes the median of each figure over rounds independently.
@@ -862,12 +903,14 @@ func median(rs []result) result {
 	p50 := make([]time.Duration, len(rs))
 	p99 := make([]time.Duration, len(rs))
 	tp := make([]float64, len(rs))
+	cpu := make([]time.Duration, len(rs))
 	for i, r := range rs {
-		p50[i], p99[i], tp[i] = r.p50, r.p99, r.throughput
+		p50[i], p99[i], tp[i], cpu[i] = r.p50, r.p99, r.throughput, r.cpu
 	}
 	slices.Sort(p50)
 	slices.Sort(p99)
 	slices.Sort(tp)
+	slices.Sort(cpu)
 	n := len(rs) / 2
-	return result{p50: p50[n], p99: p99[n], throughput: tp[n]}
+	return result{p50: p50[n], p99: p99[n], throughput: tp[n], cpu: cpu[n]}
 }
