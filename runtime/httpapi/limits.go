@@ -130,7 +130,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.R
 		}
 	}
 	rd = http.MaxBytesReader(w, rd, limit)
-	lim := s.opts.Limits.withDefaults()
+	lim := s.opts.Limits // defaults resolved in New
 	if lim.BodyMinRate < 0 {
 		return rd, nil
 	}

@@ -102,6 +102,9 @@ func New(opts Options) *Server {
 	if opts.Health == nil {
 		opts.Health = health.New(opts.Manager, true)
 	}
+	// Resolved once: a default (the connection bound asks the kernel for
+	// the open-file limit) is not worth a system call per request.
+	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger, decoders: contentDecoders()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
