@@ -93,15 +93,25 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 		header, tail = body[:n], body[n:]
 	}
-	var ir inferRequest
-	if err := parseHeader(header, &ir); err != nil {
+	// One allocation for the parsed header, the request and (for the
+	// usual single input) their inputs, which live as long as each other.
+	d := new(decoded)
+	ir := &d.ir
+	ir.Inputs = d.parsed[:0]
+	if err := parseHeader(header, ir); err != nil {
 		var be *backend.Error
 		if errors.As(err, &be) {
 			return nil, nil, be // Triton's own text (nesting too deep)
 		}
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
-	req := &backend.Request{ID: ir.ID, Inputs: make([]backend.Tensor, len(ir.Inputs))}
+	req := &d.req
+	req.ID = ir.ID
+	if len(ir.Inputs) <= len(d.inputs) {
+		req.Inputs = d.inputs[:len(ir.Inputs)]
+	} else {
+		req.Inputs = make([]backend.Tensor, len(ir.Inputs))
+	}
 	if ir.Parameters.Values != nil {
 		req.Parameters = modelParameters(ir.Parameters.Values)
 		seq, err := repository.SequenceParameters(ir.Parameters.Values)
@@ -190,7 +200,15 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 			return nil, nil, status.DuplicateOutputHTTP.New(name)
 		}
 	}
-	return req, &ir, nil
+	return req, ir, nil
+}
+
+// decoded holds what decodeRequest makes of a request, in one object.
+type decoded struct {
+	ir     inferRequest
+	req    backend.Request
+	parsed [1]inferInput
+	inputs [1]backend.Tensor
 }
 
 // decodeRaw builds the request of a raw binary body (Triton's binary data

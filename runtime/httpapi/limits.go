@@ -116,25 +116,59 @@ func contentDecoders() map[string]decoder {
 // body returns r's body decoded, bounded to limit bytes and held to the
 // minimum arrival rate. The error is a *backend.Error.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
+	br := new(bodyReader)
+	if err := s.openBody(br, w, r, limit); err != nil {
+		return nil, err
+	}
+	return br, nil
+}
+
+// bodyReader reads a request body decoded, bounded and, unless the rate
+// bound is off, paced. A value rather than a chain of readers, so that a
+// caller reading the body itself (readBody) keeps it on its stack.
+type bodyReader struct {
+	src   io.Reader
+	pace  paced
+	paced bool
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.paced {
+		return b.pace.Read(p)
+	}
+	return b.src.Read(p)
+}
+
+// openBody sets br up to read r's body as body describes.
+func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request, limit int64) error {
 	rd := r.Body
+	decoded := false
 	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
 		dec, ok := s.decoders[enc]
 		if !ok {
-			return nil, backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)
+			return backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)
 		}
 		if dec != nil {
 			var err error
 			if rd, err = dec(rd); err != nil {
-				return nil, backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
+				return backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
 			}
+			decoded = true
 		}
 	}
-	rd = http.MaxBytesReader(w, rd, limit)
+	// A body of a known length within the limit cannot pass it (net/http
+	// reads exactly Content-Length bytes); a decoded or chunked one can.
+	if decoded || r.ContentLength < 0 || r.ContentLength > limit {
+		rd = http.MaxBytesReader(w, rd, limit)
+	}
+	br.src = rd
 	lim := s.opts.Limits // defaults resolved in New
 	if lim.BodyMinRate < 0 {
-		return rd, nil
+		return nil
 	}
-	return &paced{r: rd, rc: http.NewResponseController(w), start: time.Now(), grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}, nil
+	br.paced = true
+	br.pace = paced{r: rd, rc: *http.NewResponseController(w), start: time.Now(), grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}
+	return nil
 }
 
 // paced moves the connection's read deadline ahead of each read so that
@@ -143,7 +177,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.R
 // holding its connection and buffer forever.
 type paced struct {
 	r     io.Reader
-	rc    *http.ResponseController
+	rc    http.ResponseController
 	start time.Time
 	grace time.Duration
 	rate  int64

@@ -387,8 +387,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, erro
 	if r.ContentLength > limit {
 		return nil, tooLargeBody(r.ContentLength, limit)
 	}
-	body, err := s.body(w, r, limit)
-	if err != nil {
+	var body bodyReader // read here: no allocation for the readers
+	if err := s.openBody(&body, w, r, limit); err != nil {
 		return nil, err
 	}
 	bp := s.bufs.Get().(*[]byte)
@@ -402,7 +402,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, erro
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -586,7 +586,14 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 		writeError(w, err)
 		return
 	}
-	defer s.putBuf(bp)
+	defer func() {
+		// Binary inputs alias the body. A request given up on (the client
+		// went away) may still be queued or executing: its body is left to
+		// the collector rather than reused under the instance.
+		if r.Context().Err() == nil {
+			s.putBuf(bp)
+		}
+	}()
 	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m, s.opts.SharedMemory)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
@@ -617,8 +624,10 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 // compresses the body.
 func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, req *inferRequest, resp *backend.Response, enc string) {
 	outs := resp.Outputs
-	binary := make([]bool, 0, 4)
-	var selected []*backend.Tensor
+	// Room for the usual few outputs without allocating.
+	var binArr [4]bool
+	var selArr [4]*backend.Tensor
+	binary, selected := binArr[:0], selArr[:0]
 	var shm []*sharedmem.Ref // per selected output: written to shared memory; nil when none is
 	if len(req.Outputs) > 0 {
 		for _, ro := range req.Outputs {
@@ -737,31 +746,41 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	*hp = b
 	h := w.Header()
 	if binLen == 0 {
-		h.Set("Content-Type", "application/json")
 		if enc != "" {
+			h.Set("Content-Type", "application/json")
 			writeCompressed(w, enc, b)
 			return
 		}
-		h.Set("Content-Length", strconv.Itoa(len(b)))
+		setHeaders(h, "Content-Type", "application/json", "Content-Length", strconv.Itoa(len(b)))
 		_, _ = w.Write(b)
 		return
 	}
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set(HeaderLength, strconv.Itoa(len(b)))
-	parts := make([][]byte, 0, 1+len(selected))
-	parts = append(parts, b)
+	var partArr [5][]byte
+	parts := append(partArr[:0], b)
 	for i, t := range selected {
 		if binary[i] {
 			parts = append(parts, t.Data)
 		}
 	}
 	if enc != "" {
+		setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, strconv.Itoa(len(b)))
 		writeCompressed(w, enc, parts...)
 		return
 	}
-	h.Set("Content-Length", strconv.Itoa(len(b)+binLen))
+	setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, strconv.Itoa(len(b)), "Content-Length", strconv.Itoa(len(b)+binLen))
 	for _, p := range parts {
 		_, _ = w.Write(p)
+	}
+}
+
+// setHeaders sets each of the canonical header keys of kv (key, value,
+// key, value...) to its one value, as Header.Set does, with one
+// allocation for all the values instead of one each.
+func setHeaders(h http.Header, kv ...string) {
+	vals := make([]string, len(kv)/2)
+	for i := range vals {
+		vals[i] = kv[2*i+1]
+		h[kv[2*i]] = vals[i : i+1 : i+1]
 	}
 }
 
