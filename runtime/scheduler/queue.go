@@ -92,10 +92,18 @@ func (s *Scheduler) leave(j *job) { s.levels[j.level].waiting.Add(-1) }
 // push queues j on its level. With several levels it wakes a waiting
 // worker, which scans the levels in priority order.
 func (s *Scheduler) push(ctx context.Context, j *job) error {
+	ch := s.levels[j.level].ch
 	select {
-	case s.levels[j.level].ch <- j:
-	case <-ctx.Done():
-		return ctx.Err()
+	case ch <- j:
+	default:
+		// Full: wait for room as long as the caller does. Tried first
+		// without the context, since a select over both channels locks
+		// both, and the submitters of a busy model contend for the queue's.
+		select {
+		case ch <- j:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	s.signal()
 	return nil
