@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	grpchealth "google.golang.org/grpc/health"
@@ -26,6 +27,9 @@ const watchRefresh = time.Second
 type readinessHealth struct {
 	*grpchealth.Server
 	state *health.State
+
+	mu   sync.Mutex
+	last healthpb.HealthCheckResponse_ServingStatus // last status set; UNKNOWN before the first
 }
 
 func newReadinessHealth(state *health.State) *readinessHealth {
@@ -34,13 +38,24 @@ func newReadinessHealth(state *health.State) *readinessHealth {
 	return h
 }
 
-// refresh sets the overall and the inference service's status. After
-// Shutdown the embedded server ignores it and everything stays NOT_SERVING.
+// refresh sets the overall and the inference service's status when the
+// readiness changed. Only then: setting a status wakes every Watch stream
+// of the service, and every open stream refreshes each watchRefresh, so
+// setting it on each refresh would cost the streams' count squared per
+// period, which any client opening Watch streams could drive up. After
+// Shutdown the embedded server ignores it and everything stays
+// NOT_SERVING.
 func (h *readinessHealth) refresh() {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if h.state.Ready() {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st == h.last {
+		return
+	}
+	h.last = st
 	h.SetServingStatus("", st)
 	h.SetServingStatus(pb.GRPCInferenceService_ServiceDesc.ServiceName, st)
 }
