@@ -63,7 +63,17 @@ func TestEnsembleChainsTwoModels(t *testing.T) {
 // parameter) unloads an ensemble's composing models with it.
 func TestUnloadDependents(t *testing.T) {
 	e := newEnv(t, map[string]string{"linear": frontendtest.Linear, "stage2": frontendtest.Stage2, "chain": frontendtest.Chain})
+	// Another type is refused, as Triton does, and unloads nothing.
 	_, err := e.client.RepositoryModelUnload(context.Background(), &pb.RepositoryModelUnloadRequest{ModelName: "chain",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"unload_dependents": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: "true"}}}})
+	wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(err.Error(), "invalid value type for 'unload_dependents' parameter, expected bool_param.") {
+		t.Fatalf("unload_dependents as a string: %v", err)
+	}
+	if _, err := e.mgr.Get("chain", -1); err != nil {
+		t.Fatalf("a refused unload unloaded chain: %v", err)
+	}
+	_, err = e.client.RepositoryModelUnload(context.Background(), &pb.RepositoryModelUnloadRequest{ModelName: "chain",
 		Parameters: map[string]*pb.ModelRepositoryParameter{"unload_dependents": {ParameterChoice: &pb.ModelRepositoryParameter_BoolParam{BoolParam: true}}}})
 	if err != nil {
 		t.Fatal(err)

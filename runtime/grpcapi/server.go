@@ -461,8 +461,16 @@ func (s *Server) RepositoryModelUnload(ctx context.Context, r *pb.RepositoryMode
 	if r.GetModelName() == "" {
 		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
 	}
-	// unload_dependents: an ensemble's composing models go with it.
-	dependents := r.GetParameters()["unload_dependents"].GetBoolParam()
+	// unload_dependents: an ensemble's composing models go with it. As
+	// Triton, a value that is no bool_param is refused, not read as false.
+	var dependents bool
+	if p, ok := r.GetParameters()["unload_dependents"]; ok {
+		b, isBool := p.GetParameterChoice().(*pb.ModelRepositoryParameter_BoolParam)
+		if !isBool {
+			return nil, grpcError(backend.Errorf(backend.InvalidArg, "invalid value type for 'unload_dependents' parameter, expected bool_param."))
+		}
+		dependents = b.BoolParam
+	}
 	if err := s.mgr.UnloadModel(ctx, r.GetModelName(), dependents); err != nil {
 		return nil, grpcError(err)
 	}
