@@ -25,6 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 	"github.com/tritonbuild/tritonbuild/toolchain"
 	"github.com/tritonbuild/tritonbuild/toolchain/memtest"
 )
@@ -68,13 +69,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var jobs []int
-	for _, f := range strings.Split(*jobsS, ",") {
-		j, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || j < 1 {
-			return fmt.Errorf("-jobs: bad value %q", f)
-		}
-		jobs = append(jobs, j)
+	jobs, err := sweep.Levels(*jobsS)
+	if err != nil {
+		return fmt.Errorf("-jobs: %w", err)
 	}
 	if *brokerJobs == 0 {
 		for _, j := range jobs {

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
@@ -91,13 +92,9 @@ type result struct {
 }
 
 func run(concList string, instances, requests, rounds, maxBatch int, py, seed string, poll time.Duration) (int, error) {
-	var levels []int
-	for _, s := range strings.Split(concList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("-concurrency: bad level %q", s)
-		}
-		levels = append(levels, n)
+	levels, err := sweep.Levels(concList)
+	if err != nil {
+		return 0, fmt.Errorf("-concurrency: %w", err)
 	}
 	work, err := os.MkdirTemp("", "pythonbench-")
 	if err != nil {
@@ -384,18 +381,10 @@ func lastLine(s string) string {
 }
 
 func median(rs []result) result {
-	pick := func(f func(result) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
 	return result{
-		p50:        time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
-		p99:        time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
-		throughput: pick(func(r result) float64 { return r.throughput }),
+		p50:        sweep.Median(rs, func(r result) time.Duration { return r.p50 }),
+		p99:        sweep.Median(rs, func(r result) time.Duration { return r.p99 }),
+		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
 	}
 }
 

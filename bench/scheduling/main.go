@@ -39,13 +39,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
@@ -71,13 +70,10 @@ func main() {
 	flag.IntVar(&o.instances, "instances", 1, "instances per model")
 	flag.IntVar(&o.seqLen, "seq-len", 16, "requests per sequence")
 	flag.Parse()
-	for _, f := range strings.Split(conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "schedulingbench: bad -c %q\n", conc)
-			os.Exit(2)
-		}
-		o.conc = append(o.conc, n)
+	var err error
+	if o.conc, err = sweep.Levels(conc); err != nil {
+		fmt.Fprintln(os.Stderr, "schedulingbench: -c:", err)
+		os.Exit(2)
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "schedulingbench:", err)
@@ -454,18 +450,10 @@ func run(o options) error {
 	}
 	med := func(name string, conc int) result {
 		rs := results[name][conc]
-		pick := func(f func(result) float64) float64 {
-			v := make([]float64, len(rs))
-			for i, r := range rs {
-				v[i] = f(r)
-			}
-			slices.Sort(v)
-			return v[len(v)/2]
-		}
 		return result{
-			p50:        time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
-			p99:        time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
-			throughput: pick(func(r result) float64 { return r.throughput }),
+			p50:        sweep.Median(rs, func(r result) time.Duration { return r.p50 }),
+			p99:        sweep.Median(rs, func(r result) time.Duration { return r.p99 }),
+			throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
 		}
 	}
 	us := func(d time.Duration) string { return fmt.Sprintf("%.1f us", float64(d)/1e3) }

@@ -50,7 +50,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
 	"io"
 	"maps"
 	"math"
@@ -67,6 +66,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
@@ -133,13 +134,10 @@ func main() {
 			o.cases[strings.TrimSpace(c)] = true
 		}
 	}
-	for _, s := range strings.Split(conc, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || c < 1 {
-			fmt.Fprintf(os.Stderr, "servingbench: bad -concurrency %q\n", conc)
-			os.Exit(2)
-		}
-		o.conc = append(o.conc, c)
+	var err error
+	if o.conc, err = sweep.Levels(conc); err != nil {
+		fmt.Fprintln(os.Stderr, "servingbench: -concurrency:", err)
+		os.Exit(2)
 	}
 	missed, err := run(o)
 	if err != nil {
@@ -900,17 +898,10 @@ func p50Over(a, b result) float64 { return us(a.p50) - us(b.p50) }
 
 // median takes the median of each figure over rounds independently.
 func median(rs []result) result {
-	p50 := make([]time.Duration, len(rs))
-	p99 := make([]time.Duration, len(rs))
-	tp := make([]float64, len(rs))
-	cpu := make([]time.Duration, len(rs))
-	for i, r := range rs {
-		p50[i], p99[i], tp[i], cpu[i] = r.p50, r.p99, r.throughput, r.cpu
+	return result{
+		p50:        sweep.Median(rs, func(r result) time.Duration { return r.p50 }),
+		p99:        sweep.Median(rs, func(r result) time.Duration { return r.p99 }),
+		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
+		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
 	}
-	slices.Sort(p50)
-	slices.Sort(p99)
-	slices.Sort(tp)
-	slices.Sort(cpu)
-	n := len(rs) / 2
-	return result{p50: p50[n], p99: p99[n], throughput: tp[n], cpu: cpu[n]}
 }

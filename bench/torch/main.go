@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 	"github.com/tritonbuild/tritonbuild/bench/torch/direct"
 )
 
@@ -199,13 +200,9 @@ func ensureModel(model, shared, python string) (string, func(), error) {
 }
 
 func run(model, shared, python, batchList string, rounds, number, repeats int) error {
-	var batches []int
-	for _, s := range strings.Split(batchList, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || b <= 0 {
-			return fmt.Errorf("-batches: bad batch size %q", s)
-		}
-		batches = append(batches, b)
+	batches, err := sweep.Levels(batchList)
+	if err != nil {
+		return fmt.Errorf("-batches: %w", err)
 	}
 	model, cleanup, err := ensureModel(model, shared, python)
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 
 	"github.com/tritonbuild/tritonbuild/internal/archive"
 	"github.com/tritonbuild/tritonbuild/internal/archive/xzpar"
@@ -219,7 +220,5 @@ func cpuTime(who int) time.Duration {
 }
 
 func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return sweep.Median(ds, func(d time.Duration) time.Duration { return d })
 }
