@@ -58,6 +58,9 @@ func TestInferAllocations(t *testing.T) {
 		}
 	}
 	run()
+	if w.writes != 1 {
+		t.Errorf("the response took %d writes, want 1 (a small binary output goes out with its JSON part)", w.writes)
+	}
 	allocs := testing.AllocsPerRun(500, run)
 	t.Logf("%.1f allocations per binary infer request", allocs)
 	// The fake backend's response, outputs, shape and data (6), the

@@ -768,10 +768,25 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 		return
 	}
 	setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, strconv.Itoa(len(b)), "Content-Length", strconv.Itoa(len(b)+binLen))
+	if binLen <= joinBelow {
+		// Small outputs are copied after the JSON part: one Write through
+		// net/http's buffers instead of one per part.
+		for _, p := range parts[1:] {
+			b = append(b, p...)
+		}
+		*hp = b
+		_, _ = w.Write(b)
+		return
+	}
 	for _, p := range parts {
 		_, _ = w.Write(p)
 	}
 }
+
+// joinBelow is the most binary output data copied into the response's
+// JSON buffer to write it at once; larger outputs are written from where
+// the backend left them.
+const joinBelow = 4 << 10
 
 // setHeaders sets each of the canonical header keys of kv (key, value,
 // key, value...) to its one value, as Header.Set does, with one
