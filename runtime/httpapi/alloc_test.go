@@ -64,11 +64,12 @@ func TestInferAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(500, run)
 	t.Logf("%.1f allocations per binary infer request", allocs)
 	// The fake backend's response, outputs, shape and data (6), the
-	// decoded request (1), its input's name, shape and binary size (3),
+	// decoded request (1), its input's name, shape and binary size (3; the
+	// data type is one of the constants),
 	// the response headers' values (1) and the lengths spelled in them,
 	// net/http's path values (1). It was 25 before the decoded request,
 	// the body's readers and the header values took one object each.
-	const want = 15
+	const want = 14
 	if allocs > want {
 		t.Fatalf("a binary infer request allocates %.1f Go objects, want at most %d", allocs, want)
 	}

@@ -39,7 +39,7 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
-		bp, err := s.readBody(w, r)
+		bp, err := s.readBody(w, r, start)
 		tr.Activity("HTTP_RECV_END", time.Now())
 		if err != nil {
 			m.Scheduler.RecordFailure(start)

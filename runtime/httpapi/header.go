@@ -244,6 +244,28 @@ func (p *scanner) str() (string, error) {
 	return s, nil
 }
 
+// dataType reads a string naming a data type: one of the constants when
+// it is one (no string allocated per request), else as str does, for
+// validation to refuse.
+func (p *scanner) dataType() (backend.DataType, error) {
+	start := p.i
+	raw, esc, err := p.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		for _, dt := range [...]backend.DataType{backend.Bool, backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64,
+			backend.Int8, backend.Int16, backend.Int32, backend.Int64, backend.FP16, backend.FP32, backend.FP64, backend.BF16, backend.Bytes} {
+			if string(raw) == string(dt) {
+				return dt, nil
+			}
+		}
+	}
+	p.i = start
+	s, err := p.str()
+	return backend.DataType(s), err
+}
+
 func (p *scanner) boolean(dst *bool) error {
 	c, err := p.next()
 	if err != nil {
@@ -352,8 +374,8 @@ func (p *scanner) input(in *inferInput) error {
 			in.Name = s
 			return err
 		case "datatype":
-			s, err := p.str()
-			in.Datatype = backend.DataType(s)
+			var err error
+			in.Datatype, err = p.dataType()
 			return err
 		case "shape":
 			in.Shape = make([]int64, 0, 4)

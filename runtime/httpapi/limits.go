@@ -117,7 +117,7 @@ func contentDecoders() map[string]decoder {
 // minimum arrival rate. The error is a *backend.Error.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
 	br := new(bodyReader)
-	if err := s.openBody(br, w, r, limit); err != nil {
+	if err := s.openBody(br, w, r, limit, time.Now()); err != nil {
 		return nil, err
 	}
 	return br, nil
@@ -139,8 +139,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return b.src.Read(p)
 }
 
-// openBody sets br up to read r's body as body describes.
-func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request, limit int64) error {
+// openBody sets br up to read r's body as body describes; the rate
+// counts from start, when the handler began (the end of the headers).
+func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request, limit int64, start time.Time) error {
 	rd := r.Body
 	decoded := false
 	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
@@ -167,7 +168,7 @@ func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request
 		return nil
 	}
 	br.paced = true
-	br.pace = paced{r: rd, rc: *http.NewResponseController(w), start: time.Now(), grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}
+	br.pace = paced{r: rd, rc: *http.NewResponseController(w), start: start, grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}
 	return nil
 }
 

@@ -382,13 +382,13 @@ const maxControlBody = 1 << 20
 // bodies over the limit before reading them when Content-Length is known.
 // The buffer grows with what arrives rather than with what Content-Length
 // announces, so a body that never completes holds only what it sent.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, start time.Time) (*[]byte, error) {
 	limit := s.opts.MaxInputSize
 	if r.ContentLength > limit {
 		return nil, tooLargeBody(r.ContentLength, limit)
 	}
 	var body bodyReader // read here: no allocation for the readers
-	if err := s.openBody(&body, w, r, limit); err != nil {
+	if err := s.openBody(&body, w, r, limit, start); err != nil {
 		return nil, err
 	}
 	bp := s.bufs.Get().(*[]byte)
@@ -577,7 +577,7 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 		writeError(w, status.DecoupledHTTP.New())
 		return
 	}
-	bp, err := s.readBody(w, r)
+	bp, err := s.readBody(w, r, start)
 	if seen != nil {
 		seen(stageRead, m, nil, nil)
 	}

@@ -157,12 +157,16 @@ func (lv *level) popDelayed() *job {
 // whether the job must not run now: refused (REJECT: answered here, unless
 // its caller's timer answered it already) or set aside (DELAY, run after
 // the others of its level).
-func (s *Scheduler) expired(j *job, now time.Time) bool {
+func (s *Scheduler) expired(j *job) bool {
 	if j.state.Load() == jobExpired {
 		s.drop(j)
 		return true
 	}
-	if j.deadline.IsZero() || now.Before(j.deadline) || j.delayed {
+	if j.deadline.IsZero() || j.delayed {
+		return false // no clock reading for a job without a timeout
+	}
+	now := time.Now()
+	if now.Before(j.deadline) {
 		return false
 	}
 	lv := &s.levels[j.level]

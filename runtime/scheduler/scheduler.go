@@ -697,7 +697,7 @@ func (s *Scheduler) take(j *job) bool {
 		s.finish(j, nil, err)
 		return false
 	}
-	return !s.expired(j, time.Now())
+	return !s.expired(j)
 }
 
 // execute runs one batch and answers its jobs. It returns false when Close
