@@ -100,6 +100,6 @@ func TestSequenceBatching(t *testing.T) {
 	if _, err := e.client.ModelInfer(ctx, seqRequest("oldest", strID("idle"), true, false, 3)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(3 * time.Second) // the 1 s idle timeout and the reaper's round, with room
 	refused(seqRequest("oldest", strID("idle"), false, false, 1), "inference request for sequence idle to model 'oldest' must specify the START flag on the first request of the sequence")
 }

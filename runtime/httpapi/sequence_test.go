@@ -94,7 +94,7 @@ func TestSequenceBatching(t *testing.T) {
 	refused("oldest", `"nope"`, false, "inference request for sequence nope to model 'oldest' must specify the START flag on the first request of the sequence")
 	refused("direct", "true", true, "parameter 'sequence_id' must be an unsigned integer or a string")
 
-	// A sequence idle past max_sequence_idle_microseconds (200 ms) is
+	// A sequence idle past max_sequence_idle_microseconds (1 s) is
 	// released: its next request is one that never started.
 	if code, body, _ := e.seqInfer("direct", "5", true, false, 3); code != 200 {
 		t.Fatalf("start: %d %s", code, body)
@@ -102,7 +102,7 @@ func TestSequenceBatching(t *testing.T) {
 	if code, body, _ := e.seqInfer("direct", "5", false, false, 4); code != 200 || !strings.Contains(body, "[7]") {
 		t.Fatalf("continue within the idle time: %d %s", code, body)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(3 * time.Second) // the 1 s idle timeout and the reaper's round, with room
 	refused("direct", "5", false, "inference request for sequence 5 to model 'direct' must specify the START flag on the first request of the sequence")
 	// A restarted sequence starts from fresh state.
 	if code, body, _ := e.seqInfer("direct", "5", true, true, 9); code != 200 || !strings.Contains(body, "[9]") {

@@ -78,14 +78,16 @@ parameters { key: "fake_mode" value { string_value: "repeat" } }
 	// SeqDirect is a stateful model under the sequence batcher's direct
 	// strategy (the fake backend's accumulate mode, state per slot): OUT
 	// is the sum of the sequence's IN values so far. Sequences idle for
-	// 200 ms are released.
+	// 1 s are released: long enough that a loaded machine's pause between
+	// two steps of a sequence does not release it, short enough for a test
+	// to wait out.
 	SeqDirect = `
 backend: "fake"
 max_batch_size: 4
 input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
 output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
 sequence_batching {
-  max_sequence_idle_microseconds: 200000
+  max_sequence_idle_microseconds: 1000000
   direct { }
   control_input [
     { name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] },
@@ -105,7 +107,7 @@ max_batch_size: 4
 input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
 output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
 sequence_batching {
-  max_sequence_idle_microseconds: 200000
+  max_sequence_idle_microseconds: 1000000
   oldest { max_candidate_sequences: 8 max_queue_delay_microseconds: 1000 }
   control_input [
     { name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] },
