@@ -663,17 +663,32 @@ func confineLibrary(dir, vdir, name string, libDirs []string) (string, error) {
 }
 
 // warmup materializes the model_warmup samples; input_data_file names a file
-// in the model's warmup/ directory.
+// in the model's warmup/ directory. A sequence model's samples may also
+// carry its control and implicit state inputs: warmup requests go to the
+// instances directly, past the sequence batcher that adds them to real
+// requests, so Triton has the sample name them (its L0_warmup gives
+// START and READY) and passes them on; a sample without them runs
+// without them, as on Triton.
 func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 	var out []scheduler.Warmup
-	declared := make(map[string]struct{}, len(r.inputs))
-	for _, in := range r.inputs {
+	specs := r.inputs
+	if seq := r.sched.Sequence; seq != nil {
+		specs = slices.Clone(r.inputs)
+		for _, c := range seq.Controls {
+			specs = append(specs, backend.TensorSpec{Name: c.Input, DataType: c.DataType, Dims: []int64{1}, Optional: true})
+		}
+		for _, st := range seq.States {
+			specs = append(specs, backend.TensorSpec{Name: st.Input, DataType: st.DataType, Dims: st.Dims, Optional: true})
+		}
+	}
+	declared := make(map[string]struct{}, len(specs))
+	for _, in := range specs {
 		declared[in.Name] = struct{}{}
 	}
 	for i, w := range r.GetModelWarmup() {
 		batch := int64(w.GetBatchSize())
 		s := scheduler.Warmup{Name: w.GetName(), Count: int(w.GetCount())}
-		for idx, spec := range r.inputs {
+		for idx, spec := range specs {
 			in, ok := w.GetInputs()[spec.Name]
 			if !ok {
 				if spec.Optional {
@@ -710,10 +725,11 @@ func (r *resolved) warmup(dir string) ([]scheduler.Warmup, error) {
 			for b := int64(1); b < batch && r.MaxBatchSize > 0; b++ {
 				data = append(data, one...)
 			}
-			if to := r.reshape.in[idx]; to != nil {
-				// Warmup samples go to the instances directly: in the
-				// backend's shape, as requests reach it.
-				if s, ok := convert(shape, spec.Dims, to, r.MaxBatchSize > 0); ok {
+			// Warmup samples go to the instances directly: in the backend's
+			// shape, as requests reach it (control and state inputs, after
+			// the config's inputs, have no reshape).
+			if idx < len(r.inputs) && r.reshape.in[idx] != nil {
+				if s, ok := convert(shape, spec.Dims, r.reshape.in[idx], r.MaxBatchSize > 0); ok {
 					shape = s
 				}
 			}

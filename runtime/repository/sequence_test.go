@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,5 +100,55 @@ func TestSequenceStateConfig(t *testing.T) {
 				t.Fatalf("%s step %d: got %v, want OUT %d alone", model, i, resp.Outputs, sum)
 			}
 		}
+	}
+}
+
+// TestSequenceWarmup: a sequence model's model_warmup names its control and
+// implicit state inputs, as Triton's do (warmup requests reach the
+// instances without the sequence batcher, which adds them to real
+// requests), and they reach the backend; a sample without the state the
+// model reads fails its warmup and the load, and a control input given
+// another data type than its control is refused naming it.
+func TestSequenceWarmup(t *testing.T) {
+	withWarmup := func(inputs string) string {
+		cfg := strings.Replace(stateModel(""), "state [", `control_input [{ name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] }] state [`, 1)
+		return cfg + `
+model_warmup [{ name: "seq" batch_size: 2 count: 2 inputs [` + inputs + `] }]`
+	}
+	in := `{ key: "IN" value { data_type: TYPE_INT32 dims: [1] zero_data: true } }`
+	start := `{ key: "START" value { data_type: TYPE_INT32 dims: [1] zero_data: true } }`
+	state := `{ key: "STATE_IN" value { data_type: TYPE_INT32 dims: [3] random_data: true } }`
+	root := t.TempDir()
+	writeModel(t, root, "warm", withWarmup(in+", "+start+", "+state), []string{"1"})
+	cases := map[string]refusal{
+		"nostate": {withWarmup(in + ", " + start), "warmup \"seq\" on instance 0 of nostate: fake statesum: no INT32 input STATE_IN"},
+		"ctltype": {withWarmup(in + ", " + strings.Replace(start, "TYPE_INT32", "TYPE_FP32", 1) + ", " + state), "model_warmup[0] input 'START' has data_type FP32, the model declares INT32"},
+		"unknown": {withWarmup(in + ", " + state + `, { key: "END" value { data_type: TYPE_INT32 dims: [1] zero_data: true } }`), "model_warmup[0] names unknown input 'END'"},
+		"vardims": {withWarmup(in + ", " + strings.Replace(state, "[3]", "[-1]", 1)), "model_warmup[0] input 'STATE_IN' has a variable dimension"},
+	}
+	for name, c := range cases {
+		writeModel(t, root, name, c.cfg, []string{"1"})
+	}
+	be := fake.New()
+	m := newManager(t, be, true, root)
+	_ = m.LoadAll(context.Background())
+	wantRefused(t, m, cases)
+	mod, err := m.Get("warm", -1)
+	if err != nil {
+		t.Fatalf("a sequence model whose warmup names its control and state inputs should load: %v", err)
+	}
+	if got := be.Batches("warm"); !slices.Equal(got, []int{2, 2}) {
+		t.Errorf("warmup executions %v, want two of batch 2", got)
+	}
+	req := &backend.Request{
+		Sequence: backend.Sequence{ID: 3, Start: true},
+		Inputs:   []backend.Tensor{{Name: "IN", DataType: backend.Int32, Shape: []int64{1, 1}, Data: binary.LittleEndian.AppendUint32(nil, 5)}},
+	}
+	resp, err := mod.Scheduler.Infer(context.Background(), req)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("infer after warmup: %v %v", err, resp)
+	}
+	if got := int32(binary.LittleEndian.Uint32(resp.Outputs[0].Data)); got != 5 {
+		t.Errorf("the first request of a sequence got %d, want 5: warmup must leave no state behind", got)
 	}
 }
