@@ -94,11 +94,18 @@ func (m *Manager) Poll(ctx context.Context) error {
 		m.mu.RLock()
 		e := m.models[name]
 		unchanged := e != nil && e.stamp == stamp
+		awaits := e != nil && e.awaitsSteps
 		m.mu.RUnlock()
-		if unchanged {
+		// An ensemble unloaded or refused for a missing step model loads
+		// again once its models are back (loadOrder polled them first).
+		retry := unchanged && awaits && m.stepsReady(name)
+		if unchanged && !retry {
 			continue
 		}
-		if e != nil {
+		switch {
+		case retry:
+			m.log.Info("the models of the ensemble are available again, loading it", "model", name)
+		case e != nil:
 			m.log.Info("model changed in the repository, reloading", "model", name)
 		}
 		unlock := m.lockModel(name)

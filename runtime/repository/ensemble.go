@@ -171,6 +171,37 @@ func stepError(ensemble string, err error) error {
 	return &backend.Error{Code: code, Msg: fmt.Sprintf("in ensemble '%s', %s", ensemble, err.Error()), Err: err}
 }
 
+// stepUnavailableError refuses an ensemble whose step model has no ready
+// version. Polling retries such an ensemble once its models are back
+// (modelEntry.awaitsSteps), as Triton's repository manager retries a model
+// with missing upstreams.
+type stepUnavailableError struct {
+	ensemble, step string
+	err            error
+}
+
+func (e *stepUnavailableError) Error() string {
+	return fmt.Sprintf("ensemble '%s' depends on '%s' which is not available: %v", e.ensemble, e.step, e.err)
+}
+
+func (e *stepUnavailableError) Unwrap() error { return e.err }
+
+// stepsReady reports whether every step model of the ensemble called name,
+// as its config on disk names them, has a ready version.
+func (m *Manager) stepsReady(name string) bool {
+	steps := m.diskConfig(name).GetEnsembleScheduling().GetStep()
+	for _, s := range steps {
+		v := s.GetModelVersion()
+		if v == 0 {
+			v = -1
+		}
+		if _, err := m.Get(s.GetModelName(), v); err != nil {
+			return false
+		}
+	}
+	return len(steps) > 0
+}
+
 // validateEnsemble checks cfg's steps against the loaded models, as
 // Triton does at load: every step's model available, every step input an
 // ensemble input or another step's output of the same data type, each
@@ -202,7 +233,7 @@ func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs
 		}
 		mod, err := m.Get(s.GetModelName(), v)
 		if err != nil {
-			return nil, fmt.Errorf("ensemble '%s' depends on '%s' which is not available: %w", name, s.GetModelName(), err)
+			return nil, &stepUnavailableError{ensemble: name, step: s.GetModelName(), err: err}
 		}
 		if mod.Decoupled() {
 			return nil, backend.Errorf(backend.Unsupported, "ensemble '%s' step '%s': decoupled models in ensembles are not supported", name, s.GetModelName())

@@ -3,6 +3,8 @@ package repository
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +219,59 @@ func TestUnloadModelWithDependents(t *testing.T) {
 		if _, err := m.Get(n, -1); (err == nil) != loaded {
 			t.Errorf("%s: loaded %v, want %v", n, err == nil, loaded)
 		}
+	}
+}
+
+// TestPollReloadsEnsembleWhenItsModelReturns: in poll mode, removing a
+// composing model unloads the ensemble built on it; when the model comes
+// back, the next poll loads the ensemble again, its directory unchanged.
+// An ensemble refused for a step model that was never there loads the
+// same way once the model appears.
+func TestPollReloadsEnsembleWhenItsModelReturns(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "OUT")), []string{"1"})
+	writeModel(t, root, "late_ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("late", "IN", "OUT")), []string{"1"})
+	writeModel(t, root, "lin", linearCfg, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	ctx := context.Background()
+	if err := m.Poll(ctx); err == nil || !strings.Contains(err.Error(), "ensemble 'late_ens' depends on 'late' which is not available") {
+		t.Fatalf("first poll: want late_ens refused for its missing model, got %v", err)
+	}
+	loaded := func(name string) bool { _, err := m.Get(name, -1); return err == nil }
+	if !loaded("ens") || !loaded("lin") || loaded("late_ens") {
+		t.Fatalf("after the first poll: ens %v lin %v late_ens %v", loaded("ens"), loaded("lin"), loaded("late_ens"))
+	}
+	// The model leaves: it and its ensemble are unloaded.
+	aside := filepath.Join(t.TempDir(), "lin")
+	if err := os.Rename(filepath.Join(root, "lin"), aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Poll(ctx); err != nil && !strings.Contains(err.Error(), "late_ens") {
+		t.Fatal(err)
+	}
+	if loaded("ens") || loaded("lin") {
+		t.Fatalf("with lin removed: ens %v lin %v, want both unloaded", loaded("ens"), loaded("lin"))
+	}
+	// A poll with the model still away leaves the ensemble unloaded.
+	_ = m.Poll(ctx)
+	if loaded("ens") {
+		t.Fatal("ens loaded while lin is away")
+	}
+	// The models come back: the next poll loads both ensembles.
+	if err := os.Rename(aside, filepath.Join(root, "lin")); err != nil {
+		t.Fatal(err)
+	}
+	writeModel(t, root, "late", linearCfg, []string{"1"})
+	if err := m.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"lin", "ens", "late", "late_ens"} {
+		if !loaded(n) {
+			t.Errorf("%s not loaded after its models came back", n)
+		}
+	}
+	// Loaded again, nothing changes on later polls.
+	if err := m.Poll(ctx); err != nil || !loaded("ens") {
+		t.Fatalf("a later poll: %v, ens loaded %v", err, loaded("ens"))
 	}
 }

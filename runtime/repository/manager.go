@@ -141,6 +141,10 @@ type modelEntry struct {
 	// stamp summarizes the model directory as of the last load attempt
 	// (see dirStamp); polling reloads the model when it changes.
 	stamp string
+	// awaitsSteps marks an ensemble unloaded, or refused, because one of
+	// its step models was not available: polling loads it again, its
+	// directory unchanged, once every step model is ready.
+	awaitsSteps bool
 }
 
 // Manager owns the models of the repositories. It is safe for concurrent use.
@@ -319,6 +323,9 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte) erro
 	if err != nil {
 		err = fmt.Errorf("model '%s': %w", name, err)
 		m.setModelFailure(name, err, stamp)
+		if missing := (*stepUnavailableError)(nil); errors.As(err, &missing) {
+			m.awaitSteps(name)
+		}
 		m.log.Error("model load failed", "model", name, "err", err)
 		return err
 	}
@@ -439,8 +446,19 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 		if uerr := m.Unload(ctx, ens); uerr != nil {
 			m.log.Warn("unloading an ensemble of an unloaded model", "model", ens, "err", uerr)
 		}
+		m.awaitSteps(ens)
 	}
 	return err
+}
+
+// awaitSteps marks the entry of the ensemble called name as waiting for its
+// step models (modelEntry.awaitsSteps).
+func (m *Manager) awaitSteps(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.models[name]; e != nil {
+		e.awaitsSteps = true
+	}
 }
 
 // UnloadModel is Unload with Triton's unload_dependents: when dependents
@@ -512,6 +530,7 @@ func (m *Manager) unload(ctx context.Context, name string) error {
 		m.mu.Unlock()
 		return backend.Errorf(backend.NotFound, "failed to unload '%s', no version is available", name)
 	}
+	e.awaitsSteps = false // unloaded on its own account; Unload marks a dependent again
 	var closing []*Model
 	for _, ve := range e.versions {
 		if ve.model != nil {
