@@ -429,11 +429,11 @@ func (s pythonServer) ModelReady(model string, version int64) bool {
 	return err == nil
 }
 
-func (s pythonServer) LoadModel(ctx context.Context, model string, config []byte) error {
+func (s pythonServer) LoadModel(ctx context.Context, model string, config []byte, files map[string][]byte) error {
 	if !s.explicit {
 		return repository.ControlDisabled()
 	}
-	return s.mgr.LoadModel(ctx, model, config)
+	return s.mgr.LoadModelFiles(ctx, model, config, files)
 }
 
 func (s pythonServer) UnloadModel(ctx context.Context, model string, dependents bool) error {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ import (
 // below do what that example's client.py does, over HTTP and over gRPC.
 
 // exampleServer serves a copy of testdata/pyexamples/<models...> with the
-// real backends and waits until every named model is ready.
+// real backends and waits until every named model is ready (in explicit
+// model control mode, every model a --load-model names).
 type exampleServer struct {
 	http, grpc, metrics string
 	logs                *syncBuffer
@@ -77,7 +79,16 @@ func startExamples(t *testing.T, models []string, args ...string) *exampleServer
 	})
 	addrs := waitStarted(t, logs, 3, done)
 	s.http, s.grpc, s.metrics = "http://"+addrs["HTTPService"], addrs["GRPCInferenceService"], "http://"+addrs["Metrics Service"]
-	waitModelsReady(t, s.http, logs, models...)
+	wait := models
+	if slices.Contains(args, "--model-control-mode=explicit") {
+		wait = nil
+		for _, a := range args {
+			if m, ok := strings.CutPrefix(a, "--load-model="); ok {
+				wait = append(wait, m)
+			}
+		}
+	}
+	waitModelsReady(t, s.http, logs, wait...)
 	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -557,4 +568,69 @@ func TestPythonIsCancelledOnClientGiveUp(t *testing.T) {
 		t.Fatalf("uncancelled request: %d %s", resp.StatusCode, raw)
 	}
 	waitLog("request h2 cancelled=False")
+}
+
+// TestPythonModelControl: pb_utils.load_model from execute, in explicit
+// model control mode, with a config override (sum_diff, from the
+// repository, with two instances) and with model files only (triple, a
+// model no repository holds), is_model_ready after each, the loaded
+// models answering over HTTP and gRPC, unload_model, and load_model's
+// refusal of files without a config reaching the client.
+func TestPythonModelControl(t *testing.T) {
+	s := startExamples(t, []string{"model_control", "sum_diff"}, "--model-control-mode=explicit", "--load-model=model_control")
+	op := func(name string) (int, *jsonResponse) {
+		return s.inferHTTP(t, "model_control", map[string]any{"inputs": []jsonTensor{{Name: "OP", Datatype: "BYTES", Shape: []int64{1}, Data: []string{name}}}})
+	}
+	readyAfter := func(name string, want bool) {
+		t.Helper()
+		code, out := op(name)
+		if code != 200 || len(out.Outputs) != 1 || len(out.Outputs[0].Data) != 1 {
+			t.Fatalf("%s: %d %+v", name, code, out)
+		}
+		if (out.Outputs[0].Data[0] != 0) != want {
+			t.Fatalf("%s: is_model_ready %v, want %v", name, out.Outputs[0].Data, want)
+		}
+	}
+
+	readyAfter("load_config", true)
+	resp, err := http.Get(s.http + "/v2/models/sum_diff/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		InstanceGroup []struct {
+			Count int `json:"count"`
+		} `json:"instance_group"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&cfg)
+	resp.Body.Close()
+	if err != nil || len(cfg.InstanceGroup) != 1 || cfg.InstanceGroup[0].Count != 2 {
+		t.Fatalf("sum_diff's config after load_model with an override: %+v %v", cfg, err)
+	}
+	checkSumDiff(t, s, "sum_diff")
+
+	readyAfter("load_files", true)
+	code, out := s.inferHTTP(t, "triple", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "FP32", Shape: []int64{2}, Data: []float32{1, -2.5}}}})
+	if code != 200 || !near(out.output(t, "OUT"), []float32{3, -7.5}) {
+		t.Fatalf("triple over HTTP: %d %+v", code, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, err := s.client().ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "triple",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "FP32", Shape: []int64{2}}},
+		RawInputContents: [][]byte{fp32Raw([]float32{2, 4})}})
+	if err != nil || !near(fp32From(rawOutput(t, g, "OUT")), []float32{6, 12}) {
+		t.Fatalf("triple over gRPC: %v %v", g, err)
+	}
+
+	readyAfter("unload", false)
+	if resp, err := http.Get(s.http + "/v2/models/triple/ready"); err != nil || resp.StatusCode == 200 {
+		t.Fatalf("triple still ready after unload_model: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	code, out = op("files_without_config")
+	if code == 200 || !strings.Contains(out.Error, "a config override must be given with override files") {
+		t.Fatalf("load_model with files and no config: %d %+v", code, out)
+	}
 }

@@ -431,7 +431,20 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelL
 		return nil, grpcError(backend.Errorf(backend.InvalidArg, "a model name is required"))
 	}
 	var cfg []byte
+	var files map[string][]byte
 	for k, p := range r.GetParameters() {
+		if path, ok := strings.CutPrefix(k, "file:"); ok {
+			// Triton's file overrides: the file's content as bytes.
+			v, ok := p.GetParameterChoice().(*pb.ModelRepositoryParameter_BytesParam)
+			if !ok {
+				return nil, grpcError(backend.Errorf(backend.InvalidArg, "load parameter '%s' of model '%s' must be bytes", k, r.GetModelName()))
+			}
+			if files == nil {
+				files = map[string][]byte{}
+			}
+			files[path] = v.BytesParam
+			continue
+		}
 		switch k {
 		case "config":
 			switch v := p.GetParameterChoice().(type) {
@@ -443,11 +456,10 @@ func (s *Server) RepositoryModelLoad(ctx context.Context, r *pb.RepositoryModelL
 				return nil, grpcError(backend.Errorf(backend.InvalidArg, "load parameter 'config' of model '%s' must be a string holding JSON", r.GetModelName()))
 			}
 		default:
-			// Triton's file:<path> overrides upload model files; not supported.
 			return nil, grpcError(backend.Errorf(backend.Unsupported, "load parameter '%s' of model '%s' is not supported", k, r.GetModelName()))
 		}
 	}
-	if err := s.mgr.LoadModel(ctx, r.GetModelName(), cfg); err != nil {
+	if err := s.mgr.LoadModelFiles(ctx, r.GetModelName(), cfg, files); err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.RepositoryModelLoadResponse{}, nil

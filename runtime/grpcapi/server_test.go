@@ -520,9 +520,25 @@ func TestLoadUnload(t *testing.T) {
 	}
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "nope"})
 	wantCode(t, err, codes.NotFound)
+	// File overrides need a config; with one, the model serves from them
+	// (version 4 here, which the repository lacks).
+	file := &pb.ModelRepositoryParameter{ParameterChoice: &pb.ModelRepositoryParameter_BytesParam{BytesParam: []byte{1}}}
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
-		Parameters: map[string]*pb.ModelRepositoryParameter{"file:1/model.pt": {ParameterChoice: &pb.ModelRepositoryParameter_BytesParam{BytesParam: []byte{1}}}}})
-	wantCode(t, err, codes.Unimplemented)
+		Parameters: map[string]*pb.ModelRepositoryParameter{"file:1/model.pt": file}})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"file:4/model.pt": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: "AQ=="}},
+			"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: cfg}}}})
+	wantCode(t, err, codes.InvalidArgument) // gRPC carries a file as bytes
+	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
+		Parameters: map[string]*pb.ModelRepositoryParameter{"file:4/model.pt": file,
+			"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: cfg}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := e.client.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "linear"}); err != nil || !slices.Equal(md.Versions, []string{"4"}) {
+		t.Fatalf("after a load with files: %v %v", md, err)
+	}
 	_, err = e.client.RepositoryModelUnload(ctx, &pb.RepositoryModelUnloadRequest{})
 	wantCode(t, err, codes.InvalidArgument)
 

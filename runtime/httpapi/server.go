@@ -10,6 +10,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -905,9 +906,26 @@ func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var cfg []byte
+	var files map[string][]byte
 	for k, v := range req.Parameters {
+		if path, ok := strings.CutPrefix(k, "file:"); ok {
+			// Triton's file overrides: the file's content, base64 encoded.
+			var b64 string
+			data, err := []byte(nil), json.Unmarshal(v, &b64)
+			if err == nil {
+				data, err = base64.StdEncoding.DecodeString(b64)
+			}
+			if err != nil {
+				writeError(w, backend.Errorf(backend.InvalidArg, "load parameter '%s' of model '%s' must be a base64 string", k, name))
+				return
+			}
+			if files == nil {
+				files = map[string][]byte{}
+			}
+			files[path] = data
+			continue
+		}
 		if k != "config" {
-			// Triton's file:<path> parameters upload model files; not supported.
 			writeError(w, backend.Errorf(backend.Unsupported, "load parameter '%s' of model '%s' is not supported", k, name))
 			return
 		}
@@ -918,7 +936,7 @@ func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
 		}
 		cfg = []byte(str)
 	}
-	if err := s.mgr.LoadModel(r.Context(), name, cfg); err != nil {
+	if err := s.mgr.LoadModelFiles(r.Context(), name, cfg, files); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -2,10 +2,12 @@ package python
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,10 +28,11 @@ type Server interface {
 	// ModelReady reports whether the model (version -1: any) is ready.
 	ModelReady(model string, version int64) bool
 	// LoadModel loads or reloads a model, with an optional config override
-	// (Triton's JSON form); UnloadModel unloads it (with dependents, an
-	// ensemble's composing models too: unload_dependents). Both fail
-	// outside explicit model control mode, as in Triton.
-	LoadModel(ctx context.Context, model string, config []byte) error
+	// (Triton's JSON form) and override files (paths inside the model
+	// directory, "1/model.py", to contents); UnloadModel unloads it (with
+	// dependents, an ensemble's composing models too: unload_dependents).
+	// Both fail outside explicit model control mode, as in Triton.
+	LoadModel(ctx context.Context, model string, config []byte, files map[string][]byte) error
 	UnloadModel(ctx context.Context, model string, dependents bool) error
 }
 
@@ -345,6 +348,8 @@ func (in *Instance) serverCall(ctx context.Context, owner any, fn string, args j
 		Config  string `json:"config"`
 		// Dependents is unload_model's unload_dependents.
 		Dependents bool `json:"unload_dependents"`
+		// Files are load_model's override files: "file:<path>" to base64.
+		Files map[string]string `json:"files"`
 	}
 	if len(args) > 0 {
 		if err := json.Unmarshal(args, &a); err != nil {
@@ -373,7 +378,11 @@ func (in *Instance) serverCall(ctx context.Context, owner any, fn string, args j
 			if a.Config != "" {
 				cfg = []byte(a.Config)
 			}
-			return nil, srv.LoadModel(ctx, a.Name, cfg)
+			files, err := overrideFiles(a.Files)
+			if err != nil {
+				return nil, err
+			}
+			return nil, srv.LoadModel(ctx, a.Name, cfg, files)
 		default:
 			return nil, srv.UnloadModel(ctx, a.Name, a.Dependents)
 		}
@@ -384,6 +393,27 @@ func (in *Instance) serverCall(ctx context.Context, owner any, fn string, args j
 		}
 	}
 	return nil, backend.Errorf(backend.Unsupported, "pb_utils call %q is not supported by this server", fn)
+}
+
+// overrideFiles decodes load_model's files, keyed as Triton keys them
+// ("file:1/model.py").
+func overrideFiles(in map[string]string) (map[string][]byte, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string][]byte, len(in))
+	for k, v := range in {
+		path, ok := strings.CutPrefix(k, "file:")
+		if !ok {
+			return nil, backend.Errorf(backend.InvalidArg, "load_model: files key %q must have the form 'file:<version>/<name>'", k)
+		}
+		data, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "load_model: the content of %q is not readable: %v", k, err)
+		}
+		out[path] = data
+	}
+	return out, nil
 }
 
 func codeOf(err error) backend.Code {

@@ -109,7 +109,7 @@ func (m *Manager) Poll(ctx context.Context) error {
 			m.log.Info("model changed in the repository, reloading", "model", name)
 		}
 		unlock := m.lockModel(name)
-		err = m.load(ctx, name, nil)
+		err = m.load(ctx, name, nil, "")
 		unlock()
 		if err != nil {
 			errs = append(errs, err)

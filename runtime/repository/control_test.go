@@ -3,10 +3,12 @@ package repository
 import (
 	"context"
 	"encoding/binary"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +170,82 @@ func TestPoll(t *testing.T) {
 	}
 	if idx := mgr.Index(false); len(idx) != 0 {
 		t.Fatalf("index after removal: %v", idx)
+	}
+}
+
+// TestLoadModelFileOverride: a load with files serves a directory made of
+// them (for a model the repository holds and for one it does not), needs
+// a config, refuses paths outside the model directory and files over the
+// bound, and its directory goes when the model reloads from the
+// repository or unloads.
+func TestLoadModelFileOverride(t *testing.T) {
+	root, overrides := t.TempDir(), t.TempDir()
+	writeModel(t, root, "m", linearCfg, []string{"1"})
+	mgr, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()},
+		StrictModelConfig: true, OverrideDir: overrides, MaxOverrideFilesSize: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	ctx := context.Background()
+	cfg := []byte(`{"backend":"fake","max_batch_size":2,"input":[{"name":"INPUT__0","data_type":"TYPE_FP32","dims":[4]}],
+	  "output":[{"name":"OUTPUT__0","data_type":"TYPE_FP32","dims":[3]}]}`)
+	files := map[string][]byte{"3/model.bin": []byte("weights"), "labels.txt": []byte("a\nb\n")}
+	overrideDirs := func() []string {
+		ents, _ := os.ReadDir(overrides)
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	for _, name := range []string{"m", "elsewhere"} {
+		if err := mgr.LoadModelFiles(ctx, name, cfg, files); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		mod, err := mgr.Get(name, -1)
+		if err != nil || mod.Version != 3 || mod.Spec.MaxBatchSize != 2 || !strings.HasPrefix(mod.Spec.ModelDir, overrides) {
+			t.Fatalf("%s: not served from its files: %+v %v", name, mod, err)
+		}
+		data, err := os.ReadFile(filepath.Join(mod.Spec.VersionDir, "model.bin"))
+		if err != nil || string(data) != "weights" {
+			t.Fatalf("%s: model file %q %v", name, data, err)
+		}
+	}
+	if d := overrideDirs(); len(d) != 2 {
+		t.Fatalf("override directories %v, want one per model", d)
+	}
+
+	for _, c := range []struct {
+		cfg   []byte
+		files map[string][]byte
+		want  string
+	}{
+		{nil, files, "a config override must be given"},
+		{cfg, map[string][]byte{"../1/model.bin": nil}, "inside the model directory"},
+		{cfg, map[string][]byte{"/etc/passwd": nil}, "inside the model directory"},
+		{cfg, map[string][]byte{"1/model.bin": make([]byte, 2<<10)}, "exceed the limit of 1024 bytes"},
+	} {
+		err := mgr.LoadModelFiles(ctx, "m", c.cfg, c.files)
+		if status.Code(err) != backend.InvalidArg || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want InvalidArg with %q", slices.Collect(maps.Keys(c.files)), err, c.want)
+		}
+	}
+	if mod, err := mgr.Get("m", -1); err != nil || mod.Version != 3 {
+		t.Fatalf("refused loads replaced the served model: %v %v", mod, err)
+	}
+
+	// Loading from the repository again, and unloading, remove the files.
+	if err := mgr.Load(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if mod, err := mgr.Get("m", -1); err != nil || mod.Version != 1 || strings.HasPrefix(mod.Spec.ModelDir, overrides) {
+		t.Fatalf("repository directory not used again: %+v %v", mod, err)
+	}
+	if err := mgr.Unload(ctx, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if d := overrideDirs(); len(d) != 0 {
+		t.Fatalf("override directories left: %v", d)
 	}
 }

@@ -405,7 +405,7 @@ func (m *Manager) loadComposing(ctx context.Context, name string, configJSON []b
 		unlock := m.lockModel(dep)
 		// Again under its lock: another load may have finished meanwhile.
 		if _, err := m.Get(dep, -1); err != nil {
-			_ = m.load(ctx, dep, nil)
+			_ = m.load(ctx, dep, nil, "")
 		}
 		unlock()
 	}

@@ -97,6 +97,14 @@ type Options struct {
 	// where whoever installed the server put them, not a load request. A
 	// library anywhere else is refused like any file outside the model.
 	LibraryDirs []string
+	// MaxOverrideFilesSize bounds the model files one load request may
+	// carry (Triton's "file:<path>" load parameters, pb_utils.load_model's
+	// files); 0 means DefaultMaxOverrideFilesSize.
+	MaxOverrideFilesSize int64
+	// OverrideDir is where the directories of models loaded from such
+	// files are made; "" means the system's temporary directory. Each is
+	// removed when its model unloads or loads from elsewhere.
+	OverrideDir string
 	// Logger receives load and unload events; nil discards them.
 	Logger *slog.Logger
 }
@@ -154,6 +162,9 @@ type Manager struct {
 
 	mu     sync.RWMutex
 	models map[string]*modelEntry
+	// overrides holds the directory each model loaded from override
+	// files serves from (see override.go).
+	overrides map[string]string
 
 	// locks serialize the loads and unloads of one model, so that reloads
 	// do not interleave, while other models load beside it: a model stuck
@@ -195,7 +206,8 @@ func New(opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}, locks: map[string]*sync.Mutex{}}, nil
+	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}, locks: map[string]*sync.Mutex{},
+		overrides: map[string]string{}}, nil
 }
 
 // DuplicateError is a model name found in more than one repository: that
@@ -292,10 +304,41 @@ func (m *Manager) Load(ctx context.Context, name string) error {
 // Loading an ensemble first loads its composing models that have no ready
 // version (loadComposing), as Triton does.
 func (m *Manager) LoadModel(ctx context.Context, name string, configJSON []byte) error {
-	if _, err := m.find(name); err == nil {
-		m.loadComposing(ctx, name, configJSON, nil)
+	return m.LoadModelFiles(ctx, name, configJSON, nil)
+}
+
+// LoadModelFiles is LoadModel with file overrides, as Triton's load
+// request takes them ("file:<version>/<name>" parameters): files maps paths
+// inside the model directory to their contents and, when not empty, makes
+// the model load from a directory holding only those files, with
+// configJSON (then required) as its configuration, whether or not the
+// repositories hold the model. A later load without files serves the
+// repository's directory again.
+func (m *Manager) LoadModelFiles(ctx context.Context, name string, configJSON []byte, files map[string][]byte) error {
+	if len(files) == 0 {
+		if _, err := m.find(name); err == nil {
+			m.loadComposing(ctx, name, configJSON, nil)
+		}
+		return m.loadOne(ctx, name, configJSON)
 	}
-	return m.loadOne(ctx, name, configJSON)
+	if configJSON == nil {
+		return backend.Errorf(backend.InvalidArg, "failed to load '%s': a config override must be given with override files", name)
+	}
+	if filepath.Base(name) != name || name == "." || name == ".." || name == "" {
+		return backend.Errorf(backend.InvalidArg, "invalid model name '%s'", name)
+	}
+	dir, err := m.writeOverride(name, files)
+	if err != nil {
+		return err
+	}
+	defer m.lockModel(name)()
+	if err := m.load(ctx, name, configJSON, dir); err != nil {
+		// Versions that served before keep serving from their directory.
+		os.RemoveAll(dir)
+		return err
+	}
+	m.setOverride(name, dir)
+	return nil
 }
 
 // loadOne is LoadModel without the composing models.
@@ -307,11 +350,20 @@ func (m *Manager) loadOne(ctx context.Context, name string, configJSON []byte) e
 		return err
 	}
 	defer m.lockModel(name)()
-	return m.load(ctx, name, configJSON)
+	if err := m.load(ctx, name, configJSON, ""); err != nil {
+		return err
+	}
+	m.setOverride(name, "")
+	return nil
 }
 
-func (m *Manager) load(ctx context.Context, name string, configJSON []byte) error {
-	dir, err := m.find(name)
+// load loads model name from dir, or from its directory in the
+// repositories when dir is "".
+func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir string) error {
+	var err error
+	if dir == "" {
+		dir, err = m.find(name)
+	}
 	if err != nil {
 		m.recordFindFailure(name, err)
 		return err
@@ -551,6 +603,7 @@ func (m *Manager) unload(ctx context.Context, name string) error {
 	}
 	e.reason = ""
 	m.mu.Unlock()
+	m.setOverride(name, "")
 	m.log.Info("model unloaded", "model", name)
 	return errors.Join(errs...)
 }

@@ -521,12 +521,21 @@ class InferenceResponse:
 
 def load_model(model_name, config="", files=None):
     """Loads (or reloads) a model of the repository; explicit model control
-    mode only, as in Triton."""
-    if files:
-        raise TritonModelException("load_model: override files are not supported by this server")
+    mode only, as in Triton. files maps "file:<version>/<name>" to the bytes
+    of a model file: the model then loads from those files alone, with
+    config (required with them) as its configuration."""
     if not isinstance(config, str):
         config = json.dumps(config)
-    _server("load_model").call("load_model", name=model_name, config=config)
+    args = {"name": model_name, "config": config}
+    if files:
+        import base64
+        encoded = {}
+        for path, data in files.items():
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TritonModelException("load_model: the content of %r must be bytes, not %s" % (path, type(data).__name__))
+            encoded[str(path)] = base64.b64encode(bytes(data)).decode("ascii")
+        args["files"] = encoded
+    _server("load_model").call("load_model", **args)
 
 
 def unload_model(model_name, unload_dependents=False):
