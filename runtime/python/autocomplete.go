@@ -69,6 +69,7 @@ func (b *Backend) AutoComplete(ctx context.Context, req backend.AutoCompleteRequ
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: p.env.Interpreter, script: p.script, dir: req.VersionDir, env: p.environ, shm: shm,
 		stdout: &lineLogger{log: log, limit: logLim}, stderr: &lineLogger{log: log, limit: logLim}, timeout: p.set.stubTimeout,
+		memoryBytes: p.set.memoryBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("python stub with %s: %w", p.env.Interpreter, err)

@@ -118,6 +118,7 @@ func (in *Instance) start(ctx context.Context) error {
 		stdout:      &lineLogger{log: in.log, limit: logLim},
 		stderr:      &lineLogger{log: in.log, limit: logLim},
 		timeout:     in.set.stubTimeout,
+		memoryBytes: in.set.memoryBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ type stubProc struct {
 	cmd    *exec.Cmd
 	ch     *channel
 	pid    int
+	memory int64 // its memory limit, for failure messages; 0: none
 	stdout *lineLogger
 	stderr *lineLogger
 
@@ -106,6 +108,7 @@ type stubLaunch struct {
 	stdout      *lineLogger
 	stderr      *lineLogger
 	timeout     time.Duration // for the handshake
+	memoryBytes int64         // the stub's RLIMIT_AS; 0: none
 }
 
 // startStub starts the stub and waits for its hello frame.
@@ -124,7 +127,11 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	}
 	// -u: unbuffered stdout/stderr, so print() in model.py reaches the log
 	// when it happens rather than when a buffer fills.
-	cmd := exec.Command(l.interpreter, "-u", l.script, "3", "4", "5")
+	args := []string{"-u", l.script, "3", "4", "5"}
+	if l.memoryBytes > 0 {
+		args = append(args, "--memory-bytes="+strconv.FormatInt(l.memoryBytes, 10))
+	}
+	cmd := exec.Command(l.interpreter, args...)
 	cmd.Dir = l.dir
 	cmd.Env = l.env
 	cmd.Stdout = l.stdout
@@ -147,6 +154,7 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 		cmd:    cmd,
 		ch:     newChannel(toStubW, fromStubR),
 		pid:    cmd.Process.Pid,
+		memory: l.memoryBytes,
 		stdout: l.stdout,
 		stderr: l.stderr,
 		exited: make(chan struct{}),
@@ -190,6 +198,9 @@ func (p *stubProc) failure(what string, timeout time.Duration, err error) error 
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
 		status := p.exitStatus(5 * time.Second)
 		msg := fmt.Sprintf("stub (pid %d) exited while %s (%s)", p.pid, what, status)
+		if p.memory > 0 {
+			msg += fmt.Sprintf("; it ran under a memory limit of %d bytes (--backend-config=python,%s), which an allocation past it ends this way", p.memory, KeyStubMemoryBytes)
+		}
 		if tail := p.stderr.lastLines(); tail != "" {
 			msg += "; its last output:\n" + tail
 		}

@@ -90,6 +90,14 @@ const (
 	// second's worth as a burst); lines over it are dropped and counted in
 	// a warning. 0 turns the bound off.
 	KeyLogBytesPerSec = "stub-log-bytes-per-sec"
+	// KeyStubMemoryBytes bounds the address space of each stub process
+	// (RLIMIT_AS, set by the stub before it reports ready, so before
+	// model.py is imported; processes model.py starts inherit it). An
+	// allocation past it fails: numpy and Python raise MemoryError, which
+	// fails the request; a stub that dies of it is restarted and the error
+	// names the limit. 0, the default, means no limit. Address space is
+	// more than resident memory: torch alone maps a few GiB.
+	KeyStubMemoryBytes = "stub-memory-bytes"
 )
 
 // Defaults for Options fields left zero.
@@ -199,6 +207,7 @@ type settings struct {
 	envMaxBytes       int64
 	poll              time.Duration // 0: none
 	logBytesPerSec    int64         // 0: none
+	memoryBytes       int64         // 0: none
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -276,6 +285,12 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				err = fmt.Errorf("backend config python,%s=%q: want a byte count >= 0", k, v)
 			}
 			s.logBytesPerSec = n
+		case KeyStubMemoryBytes:
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n < 0 {
+				err = fmt.Errorf("backend config python,%s=%q: want a byte count >= 0", k, v)
+			}
+			s.memoryBytes = n
 		}
 		if err != nil {
 			return s, err

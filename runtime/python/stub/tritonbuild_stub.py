@@ -238,6 +238,9 @@ class Shm:
 
 
 def _describe(exc):
+    if isinstance(exc, MemoryError) and _MEMORY_LIMIT:
+        return "MemoryError: %s(the stub's memory limit of %d bytes, stub-memory-bytes, was reached)" % (
+            "%s " % exc if str(exc) else "", _MEMORY_LIMIT)
     return "%s: %s" % (type(exc).__name__, exc)
 
 
@@ -618,11 +621,28 @@ class Stub:
         return specs, offset
 
 
+def _limit_memory(limit):
+    """Bounds this process's address space (the server's stub-memory-bytes);
+    MemoryError then names the bound."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    global _MEMORY_LIMIT
+    _MEMORY_LIMIT = limit
+
+
+_MEMORY_LIMIT = 0
+
+
 def main(argv):
-    if len(argv) != 4:
-        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD\n")
+    args = argv[1:]
+    memory = [a for a in args if a.startswith("--memory-bytes=")]
+    args = [a for a in args if not a.startswith("--memory-bytes=")]
+    if len(args) != 3:
+        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD [--memory-bytes=N]\n")
         return 2
-    ctl_in, ctl_out, shm_fd = (int(a) for a in argv[1:])
+    ctl_in, ctl_out, shm_fd = (int(a) for a in args)
+    if memory:
+        _limit_memory(int(memory[-1].split("=", 1)[1]))
     channel = Channel(ctl_in, ctl_out)
     version = "%d.%d.%d" % sys.version_info[:3]
     channel.send({"op": "hello", "pid": os.getpid(), "python": version, "numpy": np.__version__,
