@@ -143,6 +143,10 @@ type ModelSpec struct {
 	// the config's inputs and outputs; others can ignore them.
 	SequenceInputs  []TensorSpec
 	SequenceOutputs []TensorSpec
+	// SequenceControls is how many of SequenceInputs, from the first, are
+	// control inputs; the rest are state inputs (pytorch names them by
+	// different rules).
+	SequenceControls int
 }
 
 // Request is one inference request as seen by a backend. With dynamic

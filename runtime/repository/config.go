@@ -629,6 +629,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libD
 		for _, c := range seq.Controls {
 			spec.SequenceInputs = append(spec.SequenceInputs, backend.TensorSpec{Name: c.Input, DataType: c.DataType, Dims: []int64{1}})
 		}
+		spec.SequenceControls = len(seq.Controls)
 		for _, st := range seq.States {
 			spec.SequenceInputs = append(spec.SequenceInputs, backend.TensorSpec{Name: st.Input, DataType: st.DataType, Dims: st.Dims})
 			if !st.Declared {

@@ -254,7 +254,22 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 	if len(spec.SequenceOutputs) > 0 {
 		outputs = append(slices.Clone(spec.Outputs), spec.SequenceOutputs...)
 	}
-	inPos, err := inputPositions(inputs, forwardNames, required)
+	// Control inputs sit where their `<name>__<index>` says, whatever
+	// rule places the others, and must have one: Triton's libtorch
+	// backend refuses any other name, with this text.
+	var pinned map[int]int
+	first := len(inputs) - len(spec.SequenceInputs)
+	for k, c := range spec.SequenceInputs[:spec.SequenceControls] {
+		idx, ok := controlIndex(c.Name)
+		if !ok {
+			return nil, backend.Errorf(backend.Internal, "input '%s' does not follow <name>__<index> naming convention.", c.Name)
+		}
+		if pinned == nil {
+			pinned = map[int]int{}
+		}
+		pinned[first+k] = idx
+	}
+	inPos, err := inputPositions(inputs, forwardNames, required, pinned)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -228,20 +229,27 @@ func TestInputPositions(t *testing.T) {
 		names    []string
 		forward  []string
 		required int
+		pinned   map[int]int
 		want     []int
 		err      string
 	}{
-		{[]string{"INPUT__1", "INPUT__0"}, []string{"a", "b"}, 2, []int{1, 0}, ""},
-		{[]string{"b", "a"}, []string{"a", "b"}, 2, []int{1, 0}, ""},
-		{[]string{"y", "x"}, []string{"a", "b"}, 2, []int{0, 1}, ""},
-		{[]string{"x"}, []string{"a", "b"}, 1, []int{0}, ""},
-		{[]string{"INPUT__0", "INPUT__0"}, []string{"a", "b"}, 2, nil, "both claim position 0"},
-		{[]string{"INPUT__0", "INPUT__2"}, []string{"a", "b"}, 2, nil, "position 2"},
-		{[]string{"x", "y"}, []string{"a"}, 1, nil, "config declares 2 inputs but the model's forward() takes 1"},
-		{[]string{"x"}, []string{"a", "b"}, 2, nil, "takes 2 (a, b)"},
+		{[]string{"INPUT__1", "INPUT__0"}, []string{"a", "b"}, 2, nil, []int{1, 0}, ""},
+		{[]string{"b", "a"}, []string{"a", "b"}, 2, nil, []int{1, 0}, ""},
+		{[]string{"y", "x"}, []string{"a", "b"}, 2, nil, []int{0, 1}, ""},
+		{[]string{"x"}, []string{"a", "b"}, 1, nil, []int{0}, ""},
+		{[]string{"INPUT__0", "INPUT__0"}, []string{"a", "b"}, 2, nil, nil, "both claim position 0"},
+		{[]string{"INPUT__0", "INPUT__2"}, []string{"a", "b"}, 2, nil, nil, "position 2"},
+		{[]string{"x", "y"}, []string{"a"}, 1, nil, nil, "config declares 2 inputs but the model's forward() takes 1"},
+		{[]string{"x"}, []string{"a", "b"}, 2, nil, nil, "takes 2 (a, b)"},
+		// Control inputs (pinned) keep their index under every rule.
+		{[]string{"IN", "START__1", "STATE"}, []string{"IN", "start", "STATE"}, 3, map[int]int{1: 1}, []int{0, 1, 2}, ""},
+		{[]string{"STATE", "IN", "START__0"}, []string{"x", "IN", "STATE"}, 3, map[int]int{2: 0}, []int{2, 1, 0}, ""},
+		{[]string{"a", "b", "START__0"}, []string{"x", "y", "z"}, 3, map[int]int{2: 0}, []int{1, 2, 0}, ""},
+		{[]string{"INPUT__0", "START__0"}, []string{"x", "y"}, 2, map[int]int{1: 0}, nil, "both claim position 0"},
+		{[]string{"a", "START__5"}, []string{"x", "y"}, 2, map[int]int{1: 5}, nil, "names position 5 but there are only 2"},
 	}
 	for _, c := range cases {
-		got, err := inputPositions(specs(c.names...), c.forward, c.required)
+		got, err := inputPositions(specs(c.names...), c.forward, c.required, c.pinned)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v: error %v, want %q", c.names, err, c.err)
@@ -487,10 +495,11 @@ func (m *seqModel) Forward(in []backend.Tensor) ([]backend.Tensor, error) {
 func TestSequenceInputsAndStateOutputs(t *testing.T) {
 	spec := &backend.ModelSpec{
 		Name: "seq", MaxBatchSize: 4,
-		Inputs:          []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
-		Outputs:         []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
-		SequenceInputs:  []backend.TensorSpec{{Name: "START__1", DataType: backend.Int32, Dims: []int64{1}}, {Name: "STATE__2", DataType: backend.Int32, Dims: []int64{-1}}},
-		SequenceOutputs: []backend.TensorSpec{{Name: "STATE_OUT__1", DataType: backend.Int32, Dims: []int64{-1}}},
+		Inputs:           []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
+		Outputs:          []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
+		SequenceInputs:   []backend.TensorSpec{{Name: "START__1", DataType: backend.Int32, Dims: []int64{1}}, {Name: "STATE__2", DataType: backend.Int32, Dims: []int64{-1}}},
+		SequenceOutputs:  []backend.TensorSpec{{Name: "STATE_OUT__1", DataType: backend.Int32, Dims: []int64{-1}}},
+		SequenceControls: 1,
 	}
 	inst, err := newInstance(spec, &seqModel{}, []string{"x", "start", "state"}, 3, 2)
 	if err != nil {
@@ -519,5 +528,36 @@ func TestSequenceInputsAndStateOutputs(t *testing.T) {
 				t.Fatalf("request %d %s = %d, want %d", i, o.Name, got, want)
 			}
 		}
+	}
+}
+
+// TestControlInputNames: a control input must be named <name>__<index>,
+// whatever names the config's inputs use, and is refused otherwise with
+// the text of Triton's libtorch backend; state inputs follow the config's
+// inputs' rule (here forward()'s argument names).
+func TestControlInputNames(t *testing.T) {
+	spec := func(control string) *backend.ModelSpec {
+		return &backend.ModelSpec{
+			Name: "seq", MaxBatchSize: 4,
+			Inputs:           []backend.TensorSpec{{Name: "x", DataType: backend.Int32, Dims: []int64{1}}},
+			Outputs:          []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.Int32, Dims: []int64{1}}},
+			SequenceInputs:   []backend.TensorSpec{{Name: control, DataType: backend.Int32, Dims: []int64{1}}, {Name: "state", DataType: backend.Int32, Dims: []int64{1}}},
+			SequenceOutputs:  []backend.TensorSpec{{Name: "STATE_OUT__1", DataType: backend.Int32, Dims: []int64{1}}},
+			SequenceControls: 1,
+		}
+	}
+	for _, bad := range []string{"START", "START_1", "START__x", "A__1__2"} {
+		_, err := newInstance(spec(bad), &seqModel{}, []string{"x", "START", "state"}, 3, 2)
+		if want := "input '" + bad + "' does not follow <name>__<index> naming convention."; err == nil || err.Error() != want {
+			t.Errorf("control %q: error %v, want %q", bad, err, want)
+		}
+	}
+	// forward(state, start, x): x and state by name, the control at 1.
+	inst, err := newInstance(spec("START__1"), &seqModel{}, []string{"state", "start", "x"}, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{2, 1, 0}; !slices.Equal(inst.inPos, want) {
+		t.Errorf("positions of x, START__1, state: %v, want %v", inst.inPos, want)
 	}
 }

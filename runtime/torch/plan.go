@@ -149,6 +149,29 @@ func indexSuffix(name string) (int, bool) {
 	return n, true
 }
 
+// controlIndex is the index of a control input's name as Triton's
+// libtorch backend reads it: what follows the first "__", digits only.
+func controlIndex(name string) (int, bool) {
+	i := strings.Index(name, "__")
+	if i < 0 {
+		return 0, false
+	}
+	digits := name[i+2:]
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	if digits == "" {
+		return 0, true // Triton reads "" as 0
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
 // indexPositions maps names to the indices of their `__<index>` suffixes.
 // ok is false when some name has no suffix; err is set when every name has
 // one but they are not exactly 0..limit-1 without repeats (limit < 0: any
@@ -175,10 +198,11 @@ func indexPositions(names []string, limit int) (pos []int, ok bool, err error) {
 
 // inputPositions decides which forward() argument each config input feeds.
 // forwardNames are forward()'s argument names (self excluded); required is
-// how many of them have no default. The result, indexed by config input,
-// covers positions 0..len(inputs)-1 exactly, since arguments are passed
-// positionally.
-func inputPositions(inputs []backend.TensorSpec, forwardNames []string, required int) ([]int, error) {
+// how many of them have no default. pinned maps inputs (by index) to the
+// position they take whatever the others' rule (the sequence batcher's
+// control inputs). The result, indexed by config input, covers positions
+// 0..len(inputs)-1 exactly, since arguments are passed positionally.
+func inputPositions(inputs []backend.TensorSpec, forwardNames []string, required int, pinned map[int]int) ([]int, error) {
 	n := len(inputs)
 	if n < required || n > len(forwardNames) {
 		want := strconv.Itoa(len(forwardNames))
@@ -191,6 +215,16 @@ func inputPositions(inputs []backend.TensorSpec, forwardNames []string, required
 	names := make([]string, n)
 	for i, in := range inputs {
 		names[i] = in.Name
+	}
+	claimed := map[int]string{}
+	for i, p := range pinned {
+		if prev, dup := claimed[p]; dup {
+			return nil, fmt.Errorf("inputs: %q and %q both claim position %d", prev, names[i], p)
+		}
+		if p >= n {
+			return nil, fmt.Errorf("inputs: %q names position %d but there are only %d", names[i], p, n)
+		}
+		claimed[p] = names[i]
 	}
 	pos, ok, err := indexPositions(names, n)
 	if err != nil {
@@ -205,20 +239,34 @@ func inputPositions(inputs []backend.TensorSpec, forwardNames []string, required
 		byName[fn] = i
 	}
 	pos = make([]int, n)
+	taken := make([]bool, n)
 	matched := true
 	for i, name := range names {
-		p, has := byName[name]
-		if !has || p >= n {
+		p, has := pinned[i]
+		if !has {
+			p, has = byName[name]
+		}
+		if !has || p >= n || taken[p] {
 			matched = false
 			break
 		}
-		pos[i] = p
+		pos[i], taken[p] = p, true
 	}
 	if matched {
 		return pos, nil
 	}
+	// Config order, in the positions the pinned inputs leave free.
+	next := 0
 	for i := range pos {
-		pos[i] = i
+		if p, has := pinned[i]; has {
+			pos[i] = p
+			continue
+		}
+		for claimed[next] != "" {
+			next++
+		}
+		pos[i] = next
+		next++
 	}
 	return pos, nil
 }
