@@ -36,6 +36,12 @@
 //	go run ./bench/serving                     # fake backend (pure Go)
 //	runtime/csrc/build.sh /tmp/tbtorch
 //	CGO_LDFLAGS="-L/tmp/tbtorch -Wl,-rpath,/tmp/tbtorch" go run -tags libtorch ./bench/serving -backend pytorch
+//	... -concurrency 64 -cases floor-bin,triton-bin   # one goal's cases only
+//
+// Each in-process case also reports the process's CPU time per request;
+// on a shared machine the triton/floor CPU ratio moves less than the
+// throughput ratio, which depends on how much of the cores the process
+// got.
 //
 // -backend pytorch writes simple_linear's model.pt with /usr/bin/python3
 // (-python) and the repository's make_model.py (-make-model) unless -model
