@@ -2,6 +2,9 @@
 // exclusive flock(2) on a named file, taken by polling so that a context can
 // end the wait. The store (one lock per node), the source cache (one per
 // digest) and the python env cache (one per packed env) all lock through it.
+// Shared and TryLock serve the env cache's use marks: the instances using
+// an env hold it shared, and pruning removes only an env it can lock
+// exclusively at once.
 //
 // flock locks belong to an open file description, so two Lock calls in one
 // process exclude each other exactly as two processes do. The kernel drops
@@ -32,13 +35,50 @@ const (
 // The file is never removed: removing it would let two processes lock two
 // different inodes under the same name.
 func Lock(ctx context.Context, path string) (unlock func(), err error) {
+	return lock(ctx, path, unix.LOCK_EX)
+}
+
+// Shared takes a shared lock on path, as Lock does: any number of holders
+// at once, none while an exclusive lock is held.
+func Shared(ctx context.Context, path string) (unlock func(), err error) {
+	return lock(ctx, path, unix.LOCK_SH)
+}
+
+// TryLock takes an exclusive lock on path if no one holds a lock on it
+// now; ok is false, and unlock nil, when someone does.
+func TryLock(path string) (unlock func(), ok bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("opening lock file: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return func() {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			f.Close()
+		}, true, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		f.Close()
+		return nil, false, nil
+	}
+	f.Close()
+	return nil, false, fmt.Errorf("locking %s: %w", path, err)
+}
+
+func lock(ctx context.Context, path string, how int) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)
 	}
 	wait := firstWait
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 		if err == nil {
 			break
 		}

@@ -124,3 +124,44 @@ func TestLockBadPath(t *testing.T) {
 		t.Fatal("want an error for a lock in a missing directory")
 	}
 }
+
+// TestSharedAndTryLock: shared holders coexist, exclude an exclusive lock
+// and TryLock, and once they are gone TryLock succeeds.
+func TestSharedAndTryLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "use")
+	ctx := context.Background()
+	a, err := filelock.Shared(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := filelock.Shared(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := filelock.TryLock(path); ok || err != nil {
+		t.Fatalf("TryLock with shared holders: ok=%v err=%v", ok, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := filelock.Lock(short, path); err == nil {
+		t.Fatal("Lock with shared holders succeeded")
+	}
+	a()
+	if _, ok, _ := filelock.TryLock(path); ok {
+		t.Fatal("TryLock with one shared holder left succeeded")
+	}
+	b()
+	unlock, ok, err := filelock.TryLock(path)
+	if !ok || err != nil {
+		t.Fatalf("TryLock once free: ok=%v err=%v", ok, err)
+	}
+	if _, ok, _ := filelock.TryLock(path); ok {
+		t.Fatal("a second TryLock succeeded")
+	}
+	short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if _, err := filelock.Shared(short2, path); err == nil {
+		t.Fatal("Shared while exclusively held succeeded")
+	}
+	unlock()
+}

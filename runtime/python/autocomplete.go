@@ -59,6 +59,7 @@ func (b *Backend) AutoComplete(ctx context.Context, req backend.AutoCompleteRequ
 	if err != nil {
 		return nil, err
 	}
+	defer p.env.Release() // after the stub is gone (defers run last first)
 	shm, err := newShmRegion("tritonbuild-python-autocomplete-"+cfg.Name, 0)
 	if err != nil {
 		return nil, err

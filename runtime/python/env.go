@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,11 +39,28 @@ const modelDirVariable = "$$TRITON_MODEL_DIRECTORY"
 // leftover of an interrupted extraction and is redone.
 const readyMarker = ".tritonbuild-env-ready"
 
+// useSuffix names the lock file whose shared holders use the extracted
+// env beside it: every instance (and auto-completion stub) of every
+// server sharing the cache holds it while its stub may run, and pruning
+// removes an env only when it can lock that file exclusively at once.
+const useSuffix = ".use"
+
 // execEnv is a usable python environment.
 type execEnv struct {
 	Root        string // the env's prefix (has bin/); "" for the bare default interpreter
 	Interpreter string // absolute path of the python to run the stub with
 	Source      string // what the user named: archive, directory or interpreter
+
+	release func() // drops the use of an extracted env; nil otherwise
+}
+
+// Release ends this holder's use of the env (idempotent for the holder:
+// call it once per resolve).
+func (e *execEnv) Release() {
+	if e != nil && e.release != nil {
+		e.release()
+		e.release = nil
+	}
 }
 
 // environ returns the process environment for a stub in this env: the
@@ -88,8 +107,13 @@ type envResolver struct {
 	cacheDir string
 	roots    []string // besides the model directory, where envs may be (KeyEnvRoots)
 	maxBytes int64    // bound on an extracted env's files (KeyEnvMaxBytes)
-	digests  *digestCache
-	log      *slog.Logger
+	// The cache's bounds (KeyEnvCacheMaxBytes, KeyEnvCacheMaxAge), kept
+	// after each extraction by removing the least recently used envs that
+	// nothing uses; 0 means none.
+	cacheMaxBytes int64
+	cacheMaxAge   time.Duration
+	digests       *digestCache
+	log           *slog.Logger
 }
 
 // confine resolves the env path (symlinks followed) and accepts it inside
@@ -168,33 +192,55 @@ func isPackedEnv(path string) bool {
 
 // unpack extracts archive into <cache>/<sha256> once. The digest keys the
 // cache, so a changed archive lands in a new directory and an unchanged one
-// (even under another name or model) is reused.
+// (even under another name or model) is reused. The env returned is in use
+// until its Release.
 func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.FileInfo) (*execEnv, error) {
 	digest, err := r.digests.get(packed, st)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(r.cacheDir, digest)
-	if env, err := r.ready(packed, dir); err == nil {
-		return env, nil
-	}
 	if err := os.MkdirAll(r.cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating env cache %s: %w", r.cacheDir, err)
+	}
+	// Taken before the env is looked at, so that pruning (which holds it
+	// exclusively while it removes an env) never removes it from under us.
+	release, err := filelock.Shared(ctx, dir+useSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("python env cache: %w", err)
+	}
+	env, extracted, err := r.unpackInUse(ctx, model, packed, digest, dir)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	env.release = release
+	if extracted {
+		r.prune(digest)
+	}
+	return env, nil
+}
+
+// unpackInUse is unpack with the env's use lock held; extracted says
+// whether this call extracted it.
+func (r *envResolver) unpackInUse(ctx context.Context, model, packed, digest, dir string) (*execEnv, bool, error) {
+	if env, err := r.ready(packed, dir); err == nil {
+		return env, false, nil
 	}
 	// The lock serialises instances of one server as well as separate
 	// servers sharing the cache.
 	unlock, err := filelock.Lock(ctx, dir+".lock")
 	if err != nil {
-		return nil, fmt.Errorf("python env cache: %w", err)
+		return nil, false, fmt.Errorf("python env cache: %w", err)
 	}
 	defer unlock()
 	// Whoever held the lock before us may have finished the job.
 	if env, err := r.ready(packed, dir); err == nil {
-		return env, nil
+		return env, false, nil
 	}
 	// Anything here without the marker is a leftover of an interrupted run.
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("removing incomplete env %s: %w", dir, err)
+		return nil, false, fmt.Errorf("removing incomplete env %s: %w", dir, err)
 	}
 	r.log.Info("extracting python env", "model", model, "archive", packed, "sha256", digest[:12], "dir", dir)
 	start := time.Now()
@@ -202,11 +248,11 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	// below against the venv's own record of its base interpreter; every
 	// other escaping link is refused by the extractor itself.
 	if err := archive.Extract(ctx, packed, dir, archive.Options{AllowAbsoluteSymlinks: true, MaxBytes: r.maxBytes}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	fail := func(check string, err error) (*execEnv, error) {
+	fail := func(check string, err error) (*execEnv, bool, error) {
 		os.RemoveAll(dir)
-		return nil, &EnvError{Model: model, Path: packed, Check: check, Err: err}
+		return nil, false, &EnvError{Model: model, Path: packed, Check: check, Err: err}
 	}
 	root, err := envRoot(dir)
 	if err != nil {
@@ -222,25 +268,156 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	if err := condaUnpack(ctx, root, interp); err != nil {
 		return fail("conda-unpack", err)
 	}
+	// The marker records the root and the env's size, which pruning
+	// counts; its modification time is the env's last use.
 	rel, _ := filepath.Rel(dir, root)
-	if err := os.WriteFile(filepath.Join(dir, readyMarker), []byte(rel+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, readyMarker), fmt.Appendf(nil, "%s\n%d\n", rel, treeSize(dir)), 0o644); err != nil {
 		return fail("extract", err)
 	}
 	r.log.Info("python env ready", "model", model, "archive", packed, "root", root, "took", time.Since(start).Round(time.Millisecond))
-	return &execEnv{Root: root, Interpreter: interp, Source: packed}, nil
+	return &execEnv{Root: root, Interpreter: interp, Source: packed}, true, nil
+}
+
+// treeSize is the bytes of the files under dir (as the extractor counts
+// them: sparse files at their full size).
+func treeSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// cachedEnv is one extracted env as pruning sees it.
+type cachedEnv struct {
+	digest string
+	size   int64
+	used   time.Time
+}
+
+// cachedEnvs lists the envs of the cache (complete or left incomplete).
+func (r *envResolver) cachedEnvs() []cachedEnv {
+	ents, err := os.ReadDir(r.cacheDir)
+	if err != nil {
+		return nil
+	}
+	var out []cachedEnv
+	for _, e := range ents {
+		if !e.IsDir() || !isDigest(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(r.cacheDir, e.Name())
+		c := cachedEnv{digest: e.Name(), size: -1}
+		if st, err := os.Stat(filepath.Join(dir, readyMarker)); err == nil {
+			c.used = st.ModTime()
+			if data, err := os.ReadFile(filepath.Join(dir, readyMarker)); err == nil {
+				if _, size, ok := strings.Cut(strings.TrimSpace(string(data)), "\n"); ok {
+					if n, err := strconv.ParseInt(strings.TrimSpace(size), 10, 64); err == nil {
+						c.size = n
+					}
+				}
+			}
+		} else if info, err := e.Info(); err == nil {
+			c.used = info.ModTime()
+		}
+		if c.size < 0 { // an env of an older server, or incomplete
+			c.size = treeSize(dir)
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b cachedEnv) int { return a.used.Compare(b.used) })
+	return out
+}
+
+func isDigest(name string) bool {
+	if len(name) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+// prune removes, least recently used first, the envs that make the cache
+// exceed its size bound or that were last used longer ago than its age
+// bound, except keep and any env in use or being extracted (here or by
+// another server sharing the cache).
+func (r *envResolver) prune(keep string) {
+	if r.cacheMaxBytes <= 0 && r.cacheMaxAge <= 0 {
+		return
+	}
+	envs := r.cachedEnvs()
+	var total int64
+	for _, c := range envs {
+		total += c.size
+	}
+	now := time.Now()
+	for _, c := range envs {
+		over := r.cacheMaxBytes > 0 && total > r.cacheMaxBytes
+		stale := r.cacheMaxAge > 0 && now.Sub(c.used) > r.cacheMaxAge
+		if c.digest == keep || (!over && !stale) {
+			continue
+		}
+		removed, err := r.remove(c.digest)
+		if err != nil {
+			r.log.Warn("pruning the python env cache", "dir", filepath.Join(r.cacheDir, c.digest), "err", err)
+			continue
+		}
+		if removed {
+			total -= c.size
+			r.log.Info("python env pruned from the cache", "sha256", c.digest[:12], "bytes", c.size,
+				"last_used", c.used.UTC().Format(time.RFC3339), "cache_bytes", total)
+		}
+	}
+	if r.cacheMaxBytes > 0 && total > r.cacheMaxBytes {
+		r.log.Warn("python env cache over its bound: the envs left are in use", "cache_bytes", total,
+			"bound", r.cacheMaxBytes, "setting", KeyEnvCacheMaxBytes)
+	}
+}
+
+// remove deletes the cached env digest if nothing uses or extracts it now
+// (removed false otherwise).
+func (r *envResolver) remove(digest string) (removed bool, err error) {
+	dir := filepath.Join(r.cacheDir, digest)
+	unuse, ok, err := filelock.TryLock(dir + useSuffix)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer unuse()
+	unlock, ok, err := filelock.TryLock(dir + ".lock")
+	if err != nil || !ok {
+		return false, err
+	}
+	defer unlock()
+	// The marker first: a half-removed env is then an incomplete one,
+	// which the next user extracts again.
+	if err := os.Remove(filepath.Join(dir, readyMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, os.RemoveAll(dir)
 }
 
 // ready returns the env in dir if a completed extraction is there.
 func (r *envResolver) ready(packed, dir string) (*execEnv, error) {
-	rel, err := os.ReadFile(filepath.Join(dir, readyMarker))
+	marker := filepath.Join(dir, readyMarker)
+	data, err := os.ReadFile(marker)
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(dir, strings.TrimSpace(string(rel)))
+	rel, _, _ := strings.Cut(string(data), "\n")
+	root := filepath.Join(dir, strings.TrimSpace(rel))
 	interp, err := envInterpreter(root)
 	if err != nil {
 		return nil, err
 	}
+	// A use: pruning removes the least recently used first. A cache the
+	// server may not write to is used as it is.
+	now := time.Now()
+	_ = os.Chtimes(marker, now, now)
 	return &execEnv{Root: root, Interpreter: interp, Source: packed}, nil
 }
 

@@ -736,6 +736,7 @@ func (in *Instance) Close() error {
 		return nil
 	}
 	in.closed = true
+	defer in.env.Release() // last: after the stub is gone
 	if in.retry != nil {
 		in.retry.Stop()
 		in.retry = nil

@@ -80,6 +80,16 @@ const (
 	// extracted (DefaultEnvMaxBytes), so that a small archive cannot fill
 	// the disk of the env cache; sparse files count at their full size.
 	KeyEnvMaxBytes = "env-max-extract-bytes"
+	// KeyEnvCacheMaxBytes bounds the bytes of the extracted envs in the
+	// env cache (DefaultEnvCacheMaxBytes): after each extraction the least
+	// recently used envs that no instance of any server sharing the cache
+	// uses are removed until the cache fits (the one just extracted
+	// stays). 0 turns the bound off.
+	KeyEnvCacheMaxBytes = "env-cache-max-bytes"
+	// KeyEnvCacheMaxAge also removes, after each extraction, the unused
+	// envs last used more than this many seconds ago; 0 (the default)
+	// keeps envs whatever their age.
+	KeyEnvCacheMaxAge = "env-cache-max-age-secs"
 	// KeyPollMicros is how long, in microseconds, the server polls for a
 	// stub's reply and a stub polls for its next batch before sleeping.
 	// A sleeping reader's CPU may go idle, and waking an idle virtual
@@ -109,6 +119,7 @@ const (
 	DefaultShmSize           = 1 << 20
 	DefaultPoll              = 100 * time.Microsecond
 	DefaultEnvMaxBytes       = 16 << 30 // a torch env is a few GiB
+	DefaultEnvCacheMaxBytes  = 32 << 30 // two of the largest envs
 	DefaultLogBytesPerSec    = 1 << 20
 )
 
@@ -205,6 +216,8 @@ type settings struct {
 	envCacheDir       string
 	envRoots          []string
 	envMaxBytes       int64
+	envCacheMaxBytes  int64         // 0: none
+	envCacheMaxAge    time.Duration // 0: none
 	poll              time.Duration // 0: none
 	logBytesPerSec    int64         // 0: none
 	memoryBytes       int64         // 0: none
@@ -220,6 +233,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		envCacheDir:       b.envs.cacheDir,
 		envRoots:          b.opts.EnvRoots,
 		envMaxBytes:       DefaultEnvMaxBytes,
+		envCacheMaxBytes:  DefaultEnvCacheMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 		logBytesPerSec:    DefaultLogBytesPerSec,
 	}
@@ -273,6 +287,14 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				err = fmt.Errorf("backend config python,%s=%q: want a byte count > 0", k, v)
 			}
 			s.envMaxBytes = n
+		case KeyEnvCacheMaxBytes:
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n < 0 {
+				err = fmt.Errorf("backend config python,%s=%q: want a byte count >= 0", k, v)
+			}
+			s.envCacheMaxBytes = n
+		case KeyEnvCacheMaxAge:
+			s.envCacheMaxAge, err = secs(k, v)
 		case KeyPollMicros:
 			n, perr := strconv.Atoi(v)
 			if perr != nil || n < 0 || n > 1e6 {
@@ -333,7 +355,8 @@ type prepared struct {
 }
 
 // prepare resolves the model's settings, env (extracting a packed one),
-// interpreter (probed once) and the stub files.
+// interpreter (probed once) and the stub files. The caller releases the
+// env (prepared.env.Release) once no stub of it runs.
 func (b *Backend) prepare(ctx context.Context, spec *backend.ModelSpec) (*prepared, error) {
 	set, err := b.settings(spec)
 	if err != nil {
@@ -343,6 +366,8 @@ func (b *Backend) prepare(ctx context.Context, spec *backend.ModelSpec) (*prepar
 	resolver.cacheDir = set.envCacheDir
 	resolver.roots = set.envRoots
 	resolver.maxBytes = set.envMaxBytes
+	resolver.cacheMaxBytes = set.envCacheMaxBytes
+	resolver.cacheMaxAge = set.envCacheMaxAge
 	env, hasEnv, err := resolver.resolve(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -350,6 +375,16 @@ func (b *Backend) prepare(ctx context.Context, spec *backend.ModelSpec) (*prepar
 	if !hasEnv {
 		env = &execEnv{Interpreter: set.interpreter, Source: set.interpreter}
 	}
+	p, err := b.prepareIn(ctx, spec, set, env)
+	if err != nil {
+		env.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepareIn is prepare once the env is resolved.
+func (b *Backend) prepareIn(ctx context.Context, spec *backend.ModelSpec, set settings, env *execEnv) (*prepared, error) {
 	environ := env.environ()
 	if _, err := b.probe(ctx, spec.Name, env.Interpreter, environ, set.stubTimeout); err != nil {
 		return nil, err
@@ -398,10 +433,12 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	inst.shm, err = newShmRegion(fmt.Sprintf("tritonbuild-python-%s-%d", spec.Name, idx), set.shmSize)
 	if err != nil {
+		env.Release()
 		return nil, err
 	}
 	if err := inst.start(ctx); err != nil {
 		inst.unload()
+		env.Release()
 		return nil, errors.Join(err, inst.shm.close())
 	}
 	return inst, nil
