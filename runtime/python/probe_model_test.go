@@ -327,6 +327,39 @@ class TritonPythonModel:
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{3, -4}, 0)
 }
 
+// TestModelImportedAsPackage: model.py is imported as "<version>.model",
+// as Triton imports it, so relative imports of modules beside it (and of
+// a subpackage) work, and the model directory is on sys.path too.
+func TestModelImportedAsPackage(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	writeFile(t, spec.VersionDir+"/helper_mod.py", "def double(x):\n    return x * 2\n")
+	if err := os.MkdirAll(spec.VersionDir+"/ops", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, spec.VersionDir+"/ops/__init__.py", "from .. import helper_mod\ndef quadruple(x):\n    return helper_mod.double(helper_mod.double(x))\n")
+	writeFile(t, spec.ModelDir+"/shared_mod.py", "OFFSET = 1\n")
+	writeFile(t, spec.VersionDir+"/model.py", `from . import helper_mod
+from .ops import quadruple
+import shared_mod
+import triton_python_backend_utils as pb_utils
+assert __name__ == "1.model" and __package__ == "1", (__name__, __package__)
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", helper_mod.double(x) + quadruple(x) + shared_mod.OFFSET)]))
+        return out
+`)
+	inst := load(t, b, spec, 0)
+	req := probeRequest(1.5, -2)
+	req.Outputs = []string{"OUTPUT"}
+	resps := execute(t, inst, req)
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{10, -11}, 0)
+}
+
 // TestCloseDuringStuckRestart: a restart whose initialize hangs does not
 // hold up unloading.
 func TestCloseDuringStuckRestart(t *testing.T) {

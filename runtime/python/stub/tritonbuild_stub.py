@@ -420,17 +420,27 @@ class Stub:
 
     def _import_model(self, path):
         """Imports model.py; returns (TritonPythonModel, None) or (None, error reply)."""
-        # Like Triton, let model.py import modules that sit next to it.
-        model_dir = os.path.dirname(os.path.abspath(path))
-        if model_dir not in sys.path:
-            sys.path.append(model_dir)
+        # As Triton does: the version directory and the model directory go
+        # on sys.path and model.py is imported as "<version>.model", so it
+        # may import modules beside it both ways ("import helper" and
+        # "from . import helper").
+        version_dir = os.path.dirname(os.path.abspath(path))
+        model_dir = os.path.dirname(version_dir)
+        for d in (version_dir, model_dir):
+            if d not in sys.path:
+                sys.path.append(d)
+        version = os.path.basename(version_dir)
+        name, ext = os.path.splitext(os.path.basename(path))
         try:
-            spec = importlib.util.spec_from_file_location("model", path)
-            if spec is None or spec.loader is None:
-                return None, {"err": "cannot import %s as a python module" % path}
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["model"] = module
-            spec.loader.exec_module(module)
+            if version.isdigit() and ext == ".py" and name.isidentifier():
+                module = importlib.import_module("%s.%s" % (version, name))
+            else:  # a model file elsewhere (not <model>/<version>/<file>.py)
+                spec = importlib.util.spec_from_file_location("model", path)
+                if spec is None or spec.loader is None:
+                    return None, {"err": "cannot import %s as a python module" % path}
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["model"] = module
+                spec.loader.exec_module(module)
         except BaseException as exc:  # SystemExit from an import is a load failure too
             traceback.print_exc()
             return None, {"err": "importing %s: %s" % (path, _describe(exc))}
