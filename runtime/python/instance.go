@@ -603,8 +603,6 @@ func checkRequest(r *backend.Request) error {
 	for i := range r.Inputs {
 		t := &r.Inputs[i]
 		switch {
-		case t.DataType == backend.BF16:
-			return backend.Errorf(backend.Unsupported, "input %q: BF16 tensors are not supported by the python backend (numpy has no bfloat16)", t.Name)
 		case !t.DataType.Valid():
 			return backend.Errorf(backend.InvalidArg, "input %q: unknown data type %q", t.Name, t.DataType)
 		case t.DataType == backend.Bytes:

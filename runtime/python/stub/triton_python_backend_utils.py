@@ -81,6 +81,10 @@ _WIRE_TO_NUMPY = {
 
 _NUMPY_TO_WIRE = {dtype: name for name, dtype in _WIRE_TO_NUMPY.items()}
 
+# The dtype a Tensor's array has for each wire type: BF16's raw bits are
+# held as uint16 (see Tensor).
+_HELD_AS = dict(_WIRE_TO_NUMPY, BF16=np.dtype(np.uint16))
+
 
 def _wire_from_numpy(dtype):
     """Returns the wire name for a numpy dtype, or None when there is none."""
@@ -267,10 +271,37 @@ class _DLPackCapsule:
         return (1, 0)  # kDLCPU, device 0
 
 
+# DLPack's type codes (dlpack.h DLDataTypeCode) this module rewrites: a
+# BF16 tensor is held as its raw uint16 bits, which numpy can hold, and
+# its capsules say bfloat16 to their consumers (torch).
+_DL_UINT, _DL_BFLOAT = 1, 4
+
+
+def _dl_dtype(capsule):
+    """The (code, bits, lanes) of a live "dltensor" capsule's tensor, as a
+    ctypes structure that may be rewritten in place."""
+    import ctypes
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                    ("ndim", ctypes.c_int32), ("dtype", DLDataType)]
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    ptr = get(capsule, b"dltensor")  # DLManagedTensor starts with its DLTensor
+    return DLTensor.from_address(ptr).dtype
+
+
 class Tensor:
     """A named tensor backed by a numpy array.
 
-    For BYTES tensors the array has dtype object and holds bytes elements.
+    For BYTES tensors the array has dtype object and holds bytes elements;
+    for BF16 ones (numpy has no bfloat16) it holds the raw bits as uint16,
+    reached through to_dlpack (torch.from_dlpack gives a bfloat16 tensor),
+    and as_numpy refuses them, as Triton's does.
     """
 
     __slots__ = ("_name", "_array", "_wire")
@@ -291,6 +322,10 @@ class Tensor:
         return self._name
 
     def as_numpy(self):
+        if self._wire == "BF16":
+            raise TritonModelException(
+                "Tensor %r is BF16, which numpy cannot hold: use to_dlpack() (torch.from_dlpack gives a "
+                "bfloat16 tensor)" % self._name)
         return self._array
 
     def shape(self):
@@ -303,12 +338,20 @@ class Tensor:
         return True
 
     def to_dlpack(self):
-        return self._array.__dlpack__()
+        capsule = self._array.__dlpack__()
+        if self._wire == "BF16":
+            _dl_dtype(capsule).code = _DL_BFLOAT
+        return capsule
 
     @staticmethod
     def from_dlpack(name, capsule):
-        source = capsule if hasattr(capsule, "__dlpack__") else _DLPackCapsule(capsule)
-        return Tensor(name, np.from_dlpack(source))
+        if hasattr(capsule, "__dlpack__"):
+            capsule = capsule.__dlpack__()
+        dtype = _dl_dtype(capsule)
+        if dtype.code == _DL_BFLOAT and dtype.bits == 16 and dtype.lanes == 1:
+            dtype.code = _DL_UINT  # the same bits, as numpy can take them
+            return Tensor(name, np.from_dlpack(_DLPackCapsule(capsule)), "BF16")
+        return Tensor(name, np.from_dlpack(_DLPackCapsule(capsule)))
 
     def __repr__(self):
         return "Tensor(%r, %s, shape=%s)" % (self._name, self._wire, list(self._array.shape))

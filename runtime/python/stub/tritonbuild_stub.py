@@ -250,7 +250,7 @@ def _pack(tensors):
     for tensor in tensors:
         if not isinstance(tensor, pb_utils.Tensor):
             raise pb_utils.TritonModelException("expected pb_utils.Tensor, got %s" % type(tensor).__name__)
-        arr = tensor.as_numpy()
+        arr = tensor._array  # as_numpy refuses BF16, whose raw bits travel
         if tensor._wire == "BYTES":
             encoded = pb_utils.serialize_byte_tensor(arr)
             data = encoded.item() if isinstance(encoded, np.ndarray) else b""
@@ -271,7 +271,7 @@ def _unpack(specs, payload):
         if wire == "BYTES":
             arr = pb_utils.deserialize_bytes_tensor(bytes(buf[off:off + nbytes])).reshape(shape)
         else:
-            dtype = pb_utils._WIRE_TO_NUMPY.get(wire)
+            dtype = pb_utils._HELD_AS.get(wire)
             if dtype is None:
                 raise pb_utils.TritonModelException("tensor %r has data type %s, which numpy cannot hold" % (name, wire))
             arr = np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize, offset=off).reshape(shape)
@@ -506,7 +506,7 @@ class Stub:
             if wire == "BYTES":
                 arr = pb_utils.deserialize_bytes_tensor(base[off:off + nbytes]).reshape(shape)
             else:
-                arr = base[off:off + nbytes].view(pb_utils._WIRE_TO_NUMPY[wire]).reshape(shape)
+                arr = base[off:off + nbytes].view(pb_utils._HELD_AS[wire]).reshape(shape)
                 if copy:
                     # A decoupled model may read its inputs after execute
                     # returned, when the region holds the next batch.
@@ -609,7 +609,7 @@ class Stub:
             name = tensor.name()
             if wanted and name not in wanted:
                 continue
-            arr = tensor.as_numpy()
+            arr = tensor._array  # as_numpy refuses BF16, whose raw bits travel
             wire = tensor._wire
             if wire == "BYTES":
                 encoded = pb_utils.serialize_byte_tensor(arr)

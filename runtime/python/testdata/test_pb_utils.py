@@ -193,3 +193,26 @@ class StubMux(unittest.TestCase):
         self.assertEqual(msg, {"op": "exec", "seq": 7})
         self.assertEqual(mux.wait("main"), (None, b""))
         os.close(to_stub_r)
+
+
+class BF16Tensors(unittest.TestCase):
+    """BF16 tensors hold their raw bits; DLPack carries them as bfloat16."""
+
+    def test_dlpack_round_trip_keeps_bits_and_type(self):
+        bits = np.array([0x3FC0, 0xC000, 0x0000], dtype=np.uint16)  # 1.5, -2, 0
+        t = pb_utils.Tensor("X", bits, "BF16")
+        self.assertEqual(t.triton_dtype(), pb_utils.TRITONSERVER_TYPE_BF16)
+        with self.assertRaises(pb_utils.TritonModelException) as cm:
+            t.as_numpy()
+        self.assertIn("to_dlpack", str(cm.exception))
+        capsule = t.to_dlpack()
+        dtype = pb_utils._dl_dtype(capsule)
+        self.assertEqual((dtype.code, dtype.bits, dtype.lanes), (pb_utils._DL_BFLOAT, 16, 1))
+        back = pb_utils.Tensor.from_dlpack("Y", capsule)
+        self.assertEqual(back.triton_dtype(), pb_utils.TRITONSERVER_TYPE_BF16)
+        self.assertEqual(back._array.tolist(), bits.tolist())
+
+    def test_other_types_unchanged(self):
+        t = pb_utils.Tensor.from_dlpack("Z", np.arange(3, dtype=np.float32))
+        self.assertEqual(t.as_numpy().tolist(), [0, 1, 2])
+        self.assertEqual(t.triton_dtype(), pb_utils.TRITONSERVER_TYPE_FP32)
