@@ -248,48 +248,49 @@ func (s *seqClient) call(ctx context.Context) error {
 	return nil
 }
 
-// linearClient sends one FP32 row either to the ensemble or to step_a
-// and then step_b; both must give the same numbers.
+// linearClient sends row, one FP32 row, either to the ensemble or to
+// step_a and then step_b; both must give want.
 type linearClient struct {
 	h        *httpClient
 	ensemble bool
+	row      []float64
 	want     []float64
 }
-
-var row = []float64{0.5, -1, 2, 0.25}
 
 func (l *linearClient) done() bool { return true }
 
 func (l *linearClient) call(ctx context.Context) error {
-	var out []float64
-	if l.ensemble {
-		b, err := l.h.post(ctx, "ens", fp32Body("IN", row))
-		if err != nil {
-			return err
-		}
-		if out, err = firstOutput(b); err != nil {
-			return err
-		}
-	} else {
-		b, err := l.h.post(ctx, "step_a", fp32Body("INPUT__0", row))
-		if err != nil {
-			return err
-		}
-		mid, err := firstOutput(b)
-		if err != nil {
-			return err
-		}
-		if b, err = l.h.post(ctx, "step_b", fp32Body("INPUT__0", mid)); err != nil {
-			return err
-		}
-		if out, err = firstOutput(b); err != nil {
-			return err
-		}
+	out, err := l.answer(ctx)
+	if err != nil {
+		return err
 	}
-	if l.want != nil && !slices.Equal(out, l.want) {
+	if !slices.Equal(out, l.want) {
 		return fmt.Errorf("got %v, want %v", out, l.want)
 	}
 	return nil
+}
+
+// answer returns the numbers the ensemble or the two calls give for row.
+func (l *linearClient) answer(ctx context.Context) ([]float64, error) {
+	if l.ensemble {
+		b, err := l.h.post(ctx, "ens", fp32Body("IN", l.row))
+		if err != nil {
+			return nil, err
+		}
+		return firstOutput(b)
+	}
+	b, err := l.h.post(ctx, "step_a", fp32Body("INPUT__0", l.row))
+	if err != nil {
+		return nil, err
+	}
+	mid, err := firstOutput(b)
+	if err != nil {
+		return nil, err
+	}
+	if b, err = l.h.post(ctx, "step_b", fp32Body("INPUT__0", mid)); err != nil {
+		return nil, err
+	}
+	return firstOutput(b)
 }
 
 type result struct {
@@ -396,19 +397,9 @@ func run(o options) error {
 	hc := &httpClient{c: &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * maxConc, MaxIdleConnsPerHost: 4 * maxConc, DisableCompression: true}}, url: url}
 
 	// The ensemble's numbers are the two calls' numbers.
-	ref := &linearClient{h: hc}
-	b, err := hc.post(ctx, "step_a", fp32Body("INPUT__0", row))
+	row := []float64{0.5, -1, 2, 0.25}
+	want, err := (&linearClient{h: hc, row: row}).answer(ctx)
 	if err != nil {
-		return err
-	}
-	mid, err := firstOutput(b)
-	if err != nil {
-		return err
-	}
-	if b, err = hc.post(ctx, "step_b", fp32Body("INPUT__0", mid)); err != nil {
-		return err
-	}
-	if ref.want, err = firstOutput(b); err != nil {
 		return err
 	}
 
@@ -426,8 +417,8 @@ func run(o options) error {
 		{"seq-direct", seq("acc_direct", true)},
 		{"seq-oldest", seq("acc_oldest", true)},
 		{"seq-oldest-state", seq("acc_state", true)},
-		{"two-calls", func(int) client { return &linearClient{h: hc, want: ref.want} }},
-		{"ensemble", func(int) client { return &linearClient{h: hc, ensemble: true, want: ref.want} }},
+		{"two-calls", func(int) client { return &linearClient{h: hc, row: row, want: want} }},
+		{"ensemble", func(int) client { return &linearClient{h: hc, ensemble: true, row: row, want: want} }},
 	}
 	results := map[string]map[int][]result{}
 	for _, c := range cases {
