@@ -232,6 +232,11 @@ type Response struct {
 	// InferenceResponse(parameters=...)): values are string, int64, bool
 	// or float64. nil when it has none.
 	Parameters map[string]any
+	// Reschedule says the model released the request with Triton's
+	// TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (a model with the sequence
+	// batcher's iterative_sequence only): the request is not answered but
+	// executed again, and the response carries nothing else.
+	Reschedule bool
 }
 
 // Backend loads model instances. One Backend value serves every model that

@@ -72,6 +72,11 @@ func (t *senderTable) add(s backend.Sender) uint64 {
 		t.m = map[uint64]backend.Sender{}
 		t.keys = map[backend.Sender]uint64{}
 	}
+	if k, ok := t.keys[s]; ok {
+		// A rescheduled request executes again with the same sender: it
+		// keeps its key, so the table holds one entry per open request.
+		return k
+	}
 	t.next++
 	t.m[t.next] = s
 	t.keys[s] = t.next

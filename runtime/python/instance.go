@@ -281,6 +281,8 @@ type execReply struct {
 		Out    []wireTensor           `json:"out"`
 		Params backend.JSONParameters `json:"params"`
 		None   bool                   `json:"none"` // decoupled: execute returned no response for it
+		// Resched: the model released the request with RESCHEDULE.
+		Resched bool `json:"rs"`
 	} `json:"resps"`
 }
 
@@ -453,6 +455,10 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	}
 	for k, i := range sent {
 		rr := rep.Resps[k]
+		if rr.Resched {
+			resps[i] = &backend.Response{Reschedule: true}
+			continue
+		}
 		if rr.None {
 			continue // a decoupled model answers through the sender
 		}

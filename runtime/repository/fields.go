@@ -102,8 +102,9 @@ var supportedLeaves = map[string]bool{
 	"model_transaction_policy.decoupled": true,
 
 	// The sequence batcher (scheduler/sequence.go) and its implicit state
-	// (scheduler/state.go). Iterative sequences are not implemented: they
-	// need a backend that reschedules a request, which none here does.
+	// (scheduler/state.go), iterative sequences included: a request the
+	// backend reschedules (python's set_release_flags) runs again.
+	"sequence_batching.iterative_sequence":                     true,
 	"sequence_batching.max_sequence_idle_microseconds":         true,
 	"sequence_batching.control_input.name":                     true,
 	"sequence_batching.control_input.control.kind":             true,
@@ -139,10 +140,6 @@ var supportedLeaves = map[string]bool{
 // checkSupported walks every field set in cfg and reports the first one the
 // core does not implement.
 func checkSupported(cfg *modelconfig.ModelConfig) error {
-	if cfg.GetSequenceBatching().GetIterativeSequence() {
-		return &UnsupportedError{Field: "sequence_batching.iterative_sequence",
-			Detail: "(iterative sequences need a backend that reschedules requests, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, which no backend of this server does)"}
-	}
 	return walkSet(cfg.ProtoReflect(), "")
 }
 

@@ -155,7 +155,6 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 	writeModel(t, root, "good", linearCfg, []string{"1"})
 	writeModel(t, root, "graph", linearCfg+"optimization { graph { level: 1 } }", []string{"1"})
 	writeModel(t, root, "gpu", linearCfg+"instance_group [{ kind: KIND_GPU }]", []string{"1"})
-	writeModel(t, root, "seq", linearCfg+"sequence_batching { iterative_sequence: true }", []string{"1"})
 	writeModel(t, root, "ragged", strings.Replace(linearCfg, "dims: [4]", "dims: [4] allow_ragged_batch: true", 1)+`batch_input [{ kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT64 source_input: "INPUT__0" }]`, []string{"1"})
 	writeModel(t, root, "syntax", "name: \"syntax\"\nbackend: \"fake\"\n  max_batch_size: eight\n", []string{"1"})
 	writeModel(t, root, "wrongname", "name: \"other\"\n"+linearCfg, []string{"1"})
@@ -177,7 +176,6 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 	reasons := map[string]string{
 		"graph":      "unsupported: optimization.graph.level",
 		"gpu":        "instance group gpu_0 of model gpu has kind KIND_GPU but server does not support GPUs",
-		"seq":        "unsupported: sequence_batching.iterative_sequence",
 		"ragged":     "batch input data type must be TYPE_INT32 or TYPE_FP32",
 		"syntax":     "model 'syntax': syntax/config.pbtxt:3:19:",
 		"wrongname":  "does not match its directory",

@@ -27,7 +27,7 @@ func micros(us uint64) time.Duration {
 // scheduler's settings, refusing control inputs Triton would refuse.
 func sequenceConfig(cfg *modelconfig.ModelConfig, inputs, outputs []backend.TensorSpec) (*scheduler.Sequence, []string, error) {
 	sb := cfg.GetSequenceBatching()
-	out := &scheduler.Sequence{MaxIdle: micros(sb.GetMaxSequenceIdleMicroseconds())}
+	out := &scheduler.Sequence{MaxIdle: micros(sb.GetMaxSequenceIdleMicroseconds()), Iterative: sb.GetIterativeSequence()}
 	if out.MaxIdle == 0 {
 		out.MaxIdle = defaultMaxSequenceIdle
 	}

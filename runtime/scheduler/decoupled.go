@@ -87,6 +87,14 @@ func (st *stream) Cancelled() bool {
 	}
 }
 
+// done reports whether the request is over: final response sent, ended
+// by the server or left by its client.
+func (st *stream) done() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.finished
+}
+
 // end finishes the request from the server's side (a failed execution, an
 // unload, a client gone while queued) with err as its last response,
 // unless the backend already finished it. Failure statistics are the

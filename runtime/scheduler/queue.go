@@ -190,6 +190,9 @@ func (s *Scheduler) expired(j *job) bool {
 
 // drop disposes of a job its caller's timer already answered.
 func (s *Scheduler) drop(j *job) {
+	if s.seq != nil {
+		s.seq.endIterative(j)
+	}
 	s.leave(j)
 	s.pending.Add(-1)
 }

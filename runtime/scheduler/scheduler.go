@@ -286,7 +286,9 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 			s.workers.Add(1)
 			go s.workSequence(inst, i, s.running[i])
 		}
-		if cfg.Sequence.MaxIdle > 0 {
+		// An iterative sequence is one request, bounded by its client and
+		// timeout, never idle while it lives.
+		if cfg.Sequence.MaxIdle > 0 && !cfg.Sequence.Iterative {
 			go s.seq.reap(s.stop)
 		}
 		return s, nil
@@ -566,6 +568,9 @@ func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 	if j.null {
 		return
 	}
+	if s.seq != nil {
+		s.seq.endIterative(j) // before the job goes back to its caller
+	}
 	if j.sink != nil {
 		j.sink.end(err)
 		return
@@ -778,11 +783,21 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			tr.Activity("COMPUTE_OUTPUT_START", t2)
 			tr.Activity("COMPUTE_END", time.Now())
 		}
+		if i < len(resps) && resps[i] != nil && resps[i].Reschedule {
+			if s.reschedule(j) {
+				continue
+			}
+			resps[i] = &backend.Response{Err: backend.Errorf(backend.Internal, "model '%s' released request %d for rescheduling, which needs sequence_batching { iterative_sequence: true }", s.cfg.Name, i)}
+		}
 		if j.sink != nil {
 			// Decoupled: the backend answers through the sender; a response
-			// returned here is the request's last.
+			// returned here is the request's last. The request is released
+			// either way, which ends an iterative sequence.
 			if i < len(resps) && resps[i] != nil {
 				_ = j.sink.Send(resps[i], true)
+			}
+			if s.seq != nil {
+				s.seq.endIterative(j)
 			}
 			continue
 		}
@@ -805,6 +820,36 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 		s.finish(j, r, nil)
 	}
 	s.stats.output(rows, len(batch), time.Since(t2))
+	return true
+}
+
+// reschedule puts j back into the sequence batcher's queue for another
+// execute (Response.Reschedule), as Triton's iterative sequences do. It
+// reports false when the model has no iterative sequences. A request whose
+// model is unloading is answered instead; one whose client went away or
+// whose timeout ended is answered when it is next taken (take), so no
+// request is executed again without bound once nobody waits for it.
+func (s *Scheduler) reschedule(j *job) bool {
+	if s.seq == nil || !s.seq.cfg.Iterative || j.slot == nil {
+		return false
+	}
+	if j.sink != nil && j.sink.done() {
+		// Its final response was sent or its client left (accounted
+		// there): nothing waits for another iteration.
+		s.seq.endIterative(j)
+		return true
+	}
+	if s.closed.Load() {
+		s.stats.failed(Other, time.Since(j.start))
+		s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request was being rescheduled", s.cfg.Name, s.cfg.Version))
+		return true
+	}
+	// Back in the queue: counted as waiting again, as when it was
+	// accepted, so that take and dispatch count it out once more.
+	s.levels[j.level].waiting.Add(1)
+	s.queued.Add(1)
+	j.state.CompareAndSwap(jobDispatched, jobWaiting)
+	s.seq.requeue(j)
 	return true
 }
 

@@ -71,6 +71,14 @@ type Sequence struct {
 	// States are the implicit state tensors the scheduler carries from
 	// one request of a sequence to the next (state.go).
 	States []State
+	// Iterative (Triton's iterative_sequence) makes each request a
+	// sequence of its own, without a correlation id from the client: the
+	// backend may release it for rescheduling (Response.Reschedule), and
+	// it then waits in its slot for another execute; the
+	// sequence ends when the request is answered. It is bounded by the
+	// request's client: a cancelled or timed-out request is not executed
+	// again.
+	Iterative bool
 }
 
 // DefaultMaxBacklog is the backlog bound when Sequence.MaxBacklog is 0.
@@ -124,6 +132,9 @@ type sequencer struct {
 	backlogByKey map[seqKey]*backlogSeq
 	free         []*seqSlot // the next to bind last
 	queued       int
+	// iterID numbers the sequences of an iterative model (Iterative):
+	// each request is one.
+	iterID uint64
 	// allOutputs are the outputs the backend produces for a request that
 	// names none: the declared ones and the state outputs (state.go).
 	allOutputs []string
@@ -164,8 +175,18 @@ func (q *sequencer) signal(inst int) {
 // enqueue routes j to its sequence's slot or backlog, as Triton's sequence
 // batch scheduler does, with Triton's refusals.
 func (q *sequencer) enqueue(j *job) error {
-	seq := j.req.Sequence
 	name := q.s.cfg.Name
+	if q.cfg.Iterative {
+		// The request is a sequence of its own, whatever the client
+		// sent: a correlation id of the server's that no client request
+		// names, START now, END never queued (the slot stays bound until
+		// the request is answered, endIterative).
+		q.mu.Lock()
+		q.iterID++
+		j.req.Sequence = backend.Sequence{ID: q.iterID, Start: true}
+		q.mu.Unlock()
+	}
+	seq := j.req.Sequence
 	if !seq.InSequence() {
 		return backend.Errorf(backend.InvalidArg, "inference request to model '%s' must specify a non-zero or non-empty correlation ID", name)
 	}
@@ -248,6 +269,37 @@ func (q *sequencer) releaseIfDone(slot *seqSlot, now time.Time) {
 		q.bound[bl.key] = slot
 	}
 	q.signal(slot.inst)
+}
+
+// requeue puts j, a request of an iterative model its backend released for
+// rescheduling, back into its slot for another execute. The slot is still
+// bound to j's sequence (only endIterative unbinds it).
+func (q *sequencer) requeue(j *job) {
+	j.req.Sequence.Start = false
+	q.mu.Lock()
+	slot := j.slot
+	j.slot, j.seqState = nil, nil
+	slot.queue = append(slot.queue, j)
+	q.queued++
+	q.signal(slot.inst)
+	q.mu.Unlock()
+}
+
+// endIterative ends the sequence of j, a request of an iterative model that
+// is answered or will not run again: its slot goes to the next sequence.
+func (q *sequencer) endIterative(j *job) {
+	slot := j.slot
+	if slot == nil || !q.cfg.Iterative {
+		return
+	}
+	key := seqKey{j.req.Sequence.ID, j.req.Sequence.StrID}
+	q.mu.Lock()
+	if slot.bound && slot.key == key {
+		delete(q.bound, key)
+		slot.bound = false
+		q.releaseIfDone(slot, time.Now())
+	}
+	q.mu.Unlock()
 }
 
 // pop takes the head request of slot. Called with mu held.

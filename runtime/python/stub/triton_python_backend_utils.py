@@ -410,6 +410,10 @@ class InferenceRequest:
         self._model_version = model_version
         self._trace = trace or InferenceTrace()
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        # Set by the stub on requests of a model with the sequence
+        # batcher's iterative_sequence, the only ones that may be
+        # rescheduled.
+        self._reschedulable = False
         self._rk = None  # set by the stub on requests of a decoupled model
         self._sender = None
         self._cancelled = False
@@ -467,11 +471,14 @@ class InferenceRequest:
         self._cancel_flag = None
 
     def set_release_flags(self, flags):
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and not self._reschedulable:
             raise TritonModelException(
-                "request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) needs the sequence batcher's "
-                "iterative_sequence, which this server does not support")
+                "Request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) is only available to models "
+                "whose config enables the iterative sequence batcher (sequence_batching { iterative_sequence: true })")
         self._release_flags = flags
+
+    def _rescheduled(self):
+        return bool(self._release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
 
     def get_response_sender(self):
         link = _server("InferenceRequest.get_response_sender")

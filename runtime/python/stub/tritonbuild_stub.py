@@ -311,6 +311,7 @@ class Stub:
         self.shm = shm
         self.model = None
         self.loop = None
+        self.iterative = False
         self._released = []
 
     # The server link of pb_utils (pb_utils._server): calls that only the
@@ -480,6 +481,13 @@ class Stub:
             return err
         args = msg["args"]
         try:
+            cfg = json.loads(args.get("model_config") or "{}")
+        except ValueError:
+            cfg = {}
+        # Only the iterative sequence batcher puts a released request back
+        # in its queue; elsewhere set_release_flags refuses RESCHEDULE.
+        self.iterative = bool((cfg.get("sequence_batching") or {}).get("iterative_sequence"))
+        try:
             self.model = cls()
             if hasattr(self.model, "initialize"):
                 self.model.initialize(args)
@@ -547,6 +555,7 @@ class Stub:
                 inputs=self._inputs(r["in"], copy=rk is not None), requested_output_names=r["out"],
                 request_id=r.get("id", ""), parameters=r.get("p"))
             request._rk = rk
+            request._reschedulable = self.iterative
             if cx is not None:
                 # The server sets this byte when the request's client
                 # gives up (request.is_cancelled()).
@@ -569,7 +578,11 @@ class Stub:
                                               all(r is None for r in responses)):
                 return {"seq": seq, "err": "execute of a decoupled model must return None and send its "
                         "responses with request.get_response_sender(); it returned %s" % type(responses).__name__}
-            return {"seq": seq, "resps": [{"none": True} for _ in requests]}
+            # A request released with RESCHEDULE runs again; one whose
+            # final response was sent is over whatever its flags say.
+            return {"seq": seq, "resps": [
+                {"none": True, "rs": True} if r._rescheduled() and not (r._sender is not None and r._sender._closed)
+                else {"none": True} for r in requests]}
         if not isinstance(responses, (list, tuple)):
             return {"seq": seq, "err": "execute returned %s; expected a list of InferenceResponse"
                     % type(responses).__name__}
@@ -579,6 +592,16 @@ class Stub:
         out = []
         offset = _align(msg["out"])
         for request, response in zip(requests, responses):
+            if request._rescheduled():
+                # The request comes back for another execute: its one
+                # response is still to come, so this one must be None.
+                if response is None:
+                    out.append({"rs": True})
+                else:
+                    out.append({"err": "execute returned a response for a request it rescheduled "
+                                "(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE); a rescheduled request of a "
+                                "model that is not decoupled must have None in the returned list"})
+                continue
             if not isinstance(response, pb_utils.InferenceResponse):
                 return {"seq": seq, "err": "execute returned %s in its list; expected InferenceResponse"
                         % type(response).__name__}
