@@ -165,3 +165,82 @@ func TestSharedAndTryLock(t *testing.T) {
 	}
 	unlock()
 }
+
+// TestRemoveWhileWaited: a waiter that opened the lock file before its
+// holder removed it does not end up holding the removed inode: once it has
+// the lock it is on the file the path names, so a third locker is
+// excluded (without the check, the third would create a fresh file and
+// lock it too).
+func TestRemoveWhileWaited(t *testing.T) {
+	for _, how := range []struct {
+		name string
+		lock func(context.Context, string) (func(), error)
+	}{{"Lock", filelock.Lock}, {"Shared", filelock.Shared}} {
+		t.Run(how.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.lock")
+			unlock, err := filelock.Lock(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan func(), 1)
+			go func() {
+				u, err := how.lock(context.Background(), path)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- u
+			}()
+			waitOpenedTwice(t, path) // the waiter has the file open
+			if err := filelock.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			unlock()
+			var u func()
+			select {
+			case u = <-got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the waiter did not get the lock")
+			}
+			if u == nil {
+				return
+			}
+			defer u()
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("the waiter holds a lock with no file at the path: %v", err)
+			}
+			if third, ok, err := filelock.TryLock(path); ok || err != nil {
+				if third != nil {
+					third()
+				}
+				t.Fatalf("a third locker got the lock the waiter holds: ok=%v err=%v", ok, err)
+			}
+			if err := filelock.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := filelock.Remove(path); err != nil {
+				t.Fatalf("removing a lock file already gone: %v", err)
+			}
+		})
+	}
+}
+
+// waitOpenedTwice waits until two of this process's descriptors have path
+// open: the holder's and the waiter's.
+func waitOpenedTwice(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		n := 0
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+				n++
+			}
+		}
+		if n >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not open the lock file")
+		}
+	}
+}

@@ -350,6 +350,7 @@ func (r *envResolver) prune(keep string) {
 	if r.cacheMaxBytes <= 0 && r.cacheMaxAge <= 0 {
 		return
 	}
+	defer r.pruneLocks(keep)
 	envs := r.cachedEnvs()
 	var total int64
 	for _, c := range envs {
@@ -362,7 +363,7 @@ func (r *envResolver) prune(keep string) {
 		if c.digest == keep || (!over && !stale) {
 			continue
 		}
-		removed, err := r.remove(c.digest)
+		removed, err := r.remove(c.digest, false)
 		if err != nil {
 			r.log.Warn("pruning the python env cache", "dir", filepath.Join(r.cacheDir, c.digest), "err", err)
 			continue
@@ -379,9 +380,10 @@ func (r *envResolver) prune(keep string) {
 	}
 }
 
-// remove deletes the cached env digest if nothing uses or extracts it now
-// (removed false otherwise).
-func (r *envResolver) remove(digest string) (removed bool, err error) {
+// remove deletes the cached env digest and its lock files if nothing uses
+// or extracts it now (removed false otherwise); with locksOnly, only if
+// the env's directory is gone.
+func (r *envResolver) remove(digest string, locksOnly bool) (removed bool, err error) {
 	dir := filepath.Join(r.cacheDir, digest)
 	unuse, ok, err := filelock.TryLock(dir + useSuffix)
 	if err != nil || !ok {
@@ -393,12 +395,51 @@ func (r *envResolver) remove(digest string) (removed bool, err error) {
 		return false, err
 	}
 	defer unlock()
+	if _, err := os.Lstat(dir); locksOnly && !errors.Is(err, fs.ErrNotExist) {
+		return false, nil // extracted again since the caller looked
+	}
 	// The marker first: a half-removed env is then an incomplete one,
 	// which the next user extracts again.
 	if err := os.Remove(filepath.Join(dir, readyMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	return true, os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return true, err
+	}
+	// The two lock files go too, while both are held (each waiter for them
+	// then starts again on a new file), or every archive ever used would
+	// leave two behind.
+	if err := filelock.Remove(dir + ".lock"); err != nil {
+		return true, err
+	}
+	return true, filelock.Remove(dir + useSuffix)
+}
+
+// pruneLocks removes the lock files of envs whose directory is gone (an
+// extraction that failed, or a removal interrupted between the directory
+// and its locks), except keep's and those someone holds.
+func (r *envResolver) pruneLocks(keep string) {
+	ents, err := os.ReadDir(r.cacheDir)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range ents {
+		digest, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok {
+			digest, ok = strings.CutSuffix(e.Name(), useSuffix)
+		}
+		if !ok || !isDigest(digest) || digest == keep || seen[digest] {
+			continue
+		}
+		seen[digest] = true
+		if _, err := os.Lstat(filepath.Join(r.cacheDir, digest)); !errors.Is(err, fs.ErrNotExist) {
+			continue // an env is there: the bounds decide about it
+		}
+		if _, err := r.remove(digest, true); err != nil {
+			r.log.Warn("pruning the python env cache", "lock", filepath.Join(r.cacheDir, e.Name()), "err", err)
+		}
+	}
 }
 
 // ready returns the env in dir if a completed extraction is there.

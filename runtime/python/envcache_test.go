@@ -2,10 +2,13 @@ package python
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,6 +85,118 @@ func TestEnvCachePruned(t *testing.T) {
 	for k, v := range map[string]string{KeyEnvCacheMaxBytes: "-1", KeyEnvCacheMaxAge: "soon"} {
 		if err := loadErr(t, b0, nil, map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+}
+
+// TestEnvCacheLocksPruned: two resolvers sharing one cache dir (as two
+// servers do) prune each other's unused envs and never one the other
+// uses, and a pruned env leaves no lock files behind, nor does an env
+// whose directory is gone. Both keep resolving while the other prunes:
+// an env held is always complete.
+func TestEnvCacheLocksPruned(t *testing.T) {
+	modelDir, cache := t.TempDir(), t.TempDir()
+	newResolver := func() *envResolver {
+		return &envResolver{cacheDir: cache, maxBytes: 1 << 30, cacheMaxBytes: 1, // every unused env goes
+			digests: &digestCache{}, log: slog.New(slog.DiscardHandler)}
+	}
+	r1, r2 := newResolver(), newResolver()
+	archive := func(name string) string {
+		path := filepath.Join(modelDir, name+".tar.gz")
+		if _, err := os.Stat(path); err != nil {
+			writeTarGz(t, path, tarEntry{name: "venv/bin/python3", body: "#!/bin/sh\n", mode: 0o755},
+				tarEntry{name: "venv/lib/data", body: name})
+		}
+		return path
+	}
+	resolve := func(r *envResolver, name string) (*execEnv, error) {
+		spec := &backend.ModelSpec{Name: "m", ModelDir: modelDir, Parameters: map[string]string{EnvPathParameter: archive(name)}}
+		env, _, err := r.resolve(context.Background(), spec)
+		return env, err
+	}
+	// locks lists the cache's lock files, and whether each has its env.
+	locks := func() map[string]bool {
+		ents, err := os.ReadDir(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, e := range ents {
+			if name, ok := strings.CutSuffix(e.Name(), ".lock"); ok {
+				out[e.Name()] = isDir(filepath.Join(cache, name))
+			} else if name, ok := strings.CutSuffix(e.Name(), useSuffix); ok {
+				out[e.Name()] = isDir(filepath.Join(cache, name))
+			}
+		}
+		return out
+	}
+
+	held, err := resolve(r2, "a") // r2 uses a throughout the first part
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := resolve(r1, "a")
+	a.Release()
+	b, err := resolve(r1, "b") // prunes nothing r2 holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if !isDir(held.Root) {
+		t.Fatal("r1 pruned the env r2 uses")
+	}
+	// A lock pair whose env is gone (a failed extraction's) goes at the
+	// next pruning.
+	orphan := filepath.Join(cache, strings.Repeat("ab", 32))
+	for _, suffix := range []string{".lock", useSuffix} {
+		if err := os.WriteFile(orphan+suffix, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.Release()
+	c, err := resolve(r2, "c") // a and b are unused now: both go, with their locks
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	want := map[string]bool{filepath.Base(filepath.Dir(c.Root)) + ".lock": true, filepath.Base(filepath.Dir(c.Root)) + useSuffix: true}
+	if got := locks(); !maps.Equal(got, want) {
+		t.Fatalf("lock files after pruning: %v, want only c's %v", got, want)
+	}
+
+	// Both at once, each pruning what the other does not hold (the
+	// archives written first: the goroutines only read them).
+	archive("d")
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i, r := range []*envResolver{r1, r2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 20 {
+				name := []string{"a", "b", "c", "d"}[(n+i)%4]
+				env, err := resolve(r, name)
+				if err != nil {
+					errs <- fmt.Errorf("resolving %s: %w", name, err)
+					return
+				}
+				_, err = os.Stat(env.Interpreter)
+				env.Release()
+				if err != nil {
+					errs <- fmt.Errorf("env %s held but incomplete: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for name, hasEnv := range locks() {
+		if !hasEnv {
+			t.Errorf("lock file %s left without its env", name)
 		}
 	}
 }
