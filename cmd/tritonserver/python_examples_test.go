@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -632,5 +633,67 @@ func TestPythonModelControl(t *testing.T) {
 	code, out = op("files_without_config")
 	if code == 200 || !strings.Contains(out.Error, "a config override must be given with override files") {
 		t.Fatalf("load_model with files and no config: %d %+v", code, out)
+	}
+}
+
+// doubleOrCrash is the version 1 of TestLoadFilesPartialStubRestart's
+// model: OUT = 2 * IN, and a negative IN kills the stub.
+const doubleOrCrash = `import os
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            if x[0] < 0:
+                os._exit(3)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", 2 * x)]))
+        return out
+`
+
+// TestLoadFilesPartialStubRestart: a load with files (Triton's file:
+// load parameters) where version 2 fails to initialize and version 1
+// loads keeps version 1's files, so its stub, killed by a request,
+// restarts from them and answers the next request; unloading the model
+// removes the files.
+func TestLoadFilesPartialStubRestart(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the server writes the files of a load
+	s := startExamples(t, []string{"sum_diff"}, "--model-control-mode=explicit")
+	cfg, _ := json.Marshal(map[string]any{"backend": "python", "max_batch_size": 0,
+		"version_policy": map[string]any{"specific": map[string]any{"versions": []int{1, 2}}},
+		"input":          []map[string]any{{"name": "IN", "data_type": "TYPE_FP32", "dims": []int{2}}},
+		"output":         []map[string]any{{"name": "OUT", "data_type": "TYPE_FP32", "dims": []int{2}}}})
+	body, _ := json.Marshal(map[string]any{"parameters": map[string]any{"config": string(cfg),
+		"file:1/model.py": base64.StdEncoding.EncodeToString([]byte(doubleOrCrash)),
+		"file:2/model.py": base64.StdEncoding.EncodeToString([]byte("class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError('version 2 is broken')\n")),
+	}})
+	if code, out := post(t, s.http+"/v2/repository/models/flaky/load", string(body)); code == 200 || !strings.Contains(out, "version 2 is broken") {
+		t.Fatalf("load with a broken version 2: %d %s", code, out)
+	}
+	filesLeft := func() int {
+		m, _ := filepath.Glob(filepath.Join(tmp, "tritonbuild-override-flaky-*"))
+		return len(m)
+	}
+	if n := filesLeft(); n != 1 {
+		t.Fatalf("%d override directories after the partial load, want 1", n)
+	}
+	infer := func(v float32) (int, *jsonResponse) {
+		return s.inferHTTP(t, "flaky/versions/1", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "FP32", Shape: []int64{2}, Data: []float32{v, 1}}}})
+	}
+	if code, out := infer(2); code != 200 || !near(out.output(t, "OUT"), []float32{4, 2}) {
+		t.Fatalf("version 1 after the partial load: %d %+v", code, out)
+	}
+	if code, out := infer(-1); code != 500 || !strings.Contains(out.Error, "exited while running execute") {
+		t.Fatalf("the request that kills the stub: %d %+v", code, out)
+	}
+	if code, out := infer(3); code != 200 || !near(out.output(t, "OUT"), []float32{6, 2}) {
+		t.Fatalf("version 1 after its stub restarted: %d %+v", code, out)
+	}
+	if code, out := post(t, s.http+"/v2/repository/models/flaky/unload", "{}"); code != 200 {
+		t.Fatalf("unload: %d %s", code, out)
+	}
+	if n := filesLeft(); n != 0 {
+		t.Fatalf("%d override directories after unloading, want 0", n)
 	}
 }

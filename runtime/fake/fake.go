@@ -34,6 +34,8 @@
 //	fake_fail      "load": NewInstance fails; "execute": every Execute fails;
 //	               "hang": every Execute blocks, ignoring its context, until
 //	               Backend.Release (a forward that never returns).
+//	fake_fail_version  NewInstance fails for this version only (a load
+//	               that loads some versions of a model and not others).
 //
 // In linear mode a request whose first input element is -999 gets its own
 // error response, leaving the rest of its batch intact.
@@ -168,6 +170,9 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 			t.Stop()
 			return nil, ctx.Err()
 		}
+	}
+	if v := spec.Parameters["fake_fail_version"]; v != "" && v == strconv.FormatInt(spec.Version, 10) {
+		return nil, backend.Errorf(backend.Internal, "fake model %q: version %s failed to load as configured", spec.Name, v)
 	}
 	switch spec.Parameters["fake_fail"] {
 	case "load":

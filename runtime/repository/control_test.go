@@ -3,6 +3,8 @@ package repository
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -247,5 +249,94 @@ func TestLoadModelFileOverride(t *testing.T) {
 	}
 	if d := overrideDirs(); len(d) != 0 {
 		t.Fatalf("override directories left: %v", d)
+	}
+}
+
+// TestOverrideDirLivesWithItsVersions: a load with files that loads some
+// versions and fails others keeps the directory the loaded ones serve
+// from (their backend may read it again, as a python stub restarting
+// does), a reload that fails for one version keeps the older directory
+// the version still serving reads, and a load or unload that leaves no
+// version on a directory removes it.
+func TestOverrideDirLivesWithItsVersions(t *testing.T) {
+	root, overrides := t.TempDir(), t.TempDir()
+	mgr, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()},
+		StrictModelConfig: true, OverrideDir: overrides})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	ctx := context.Background()
+	config := func(params string) []byte {
+		return []byte(`{"backend":"fake","max_batch_size":2,"version_policy":{"specific":{"versions":[1,2]}},
+		  "input":[{"name":"INPUT__0","data_type":"TYPE_FP32","dims":[4]}],
+		  "output":[{"name":"OUTPUT__0","data_type":"TYPE_FP32","dims":[3]}],"parameters":{` + params + `}}`)
+	}
+	cfg, fail2 := config(""), config(`"fake_fail_version":{"string_value":"2"}`)
+	both := func(one, two string) map[string][]byte {
+		return map[string][]byte{"1/model.bin": []byte(one), "2/model.bin": []byte(two)}
+	}
+	dirs := func() int {
+		ents, err := os.ReadDir(overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	// readable checks that version v serves from a directory that is there.
+	readable := func(v int64, want string) string {
+		t.Helper()
+		mod, err := mgr.Get("m", v)
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		data, err := os.ReadFile(filepath.Join(mod.Spec.VersionDir, "model.bin"))
+		if err != nil || string(data) != want {
+			t.Fatalf("version %d's file: %q %v, want %q", v, data, err, want)
+		}
+		return mod.Spec.ModelDir
+	}
+
+	// Version 2 fails, version 1 loads and keeps its directory.
+	err = mgr.LoadModelFiles(ctx, "m", fail2, both("one", "two"))
+	if err == nil || !strings.Contains(err.Error(), "version 2") {
+		t.Fatalf("partial load: %v, want version 2's failure", err)
+	}
+	first := readable(1, "one")
+	if n := dirs(); n != 1 {
+		t.Fatalf("%d override directories after a partial load, want 1", n)
+	}
+
+	// Both load: the first directory has no version left and goes.
+	if err := mgr.LoadModelFiles(ctx, "m", cfg, both("1b", "2b")); err != nil {
+		t.Fatal(err)
+	}
+	second := readable(2, "2b")
+	if _, err := os.Stat(first); !errors.Is(err, fs.ErrNotExist) || dirs() != 1 {
+		t.Fatalf("the replaced directory: %v, %d directories", err, dirs())
+	}
+
+	// Version 2 fails again: the version 2 that serves keeps its directory.
+	if err := mgr.LoadModelFiles(ctx, "m", fail2, both("1c", "2c")); err == nil {
+		t.Fatal("a load failing version 2 succeeded")
+	}
+	if readable(1, "1c") == second || readable(2, "2b") != second || dirs() != 2 {
+		t.Fatalf("after a failed reload of version 2: %d directories, want 2", dirs())
+	}
+
+	// A load that fails before loading any version leaves what serves.
+	if err := mgr.LoadModelFiles(ctx, "m", []byte(`{"backend":"none"}`), map[string][]byte{"1/model.bin": nil}); err == nil {
+		t.Fatal("a load with a bad config succeeded")
+	}
+	readable(2, "2b")
+	if n := dirs(); n != 2 {
+		t.Fatalf("%d override directories after a refused load, want 2", n)
+	}
+
+	if err := mgr.Unload(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if n := dirs(); n != 0 {
+		t.Fatalf("%d override directories left after unloading", n)
 	}
 }

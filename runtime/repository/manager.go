@@ -162,9 +162,10 @@ type Manager struct {
 
 	mu     sync.RWMutex
 	models map[string]*modelEntry
-	// overrides holds the directory each model loaded from override
-	// files serves from (see override.go).
-	overrides map[string]string
+	// overrides holds the directories written for loads of a model with
+	// override files that some version of it may still serve from (see
+	// override.go).
+	overrides map[string][]string
 
 	// locks serialize the loads and unloads of one model, so that reloads
 	// do not interleave, while other models load beside it: a model stuck
@@ -207,7 +208,7 @@ func New(opts Options) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{opts: opts, log: log, models: map[string]*modelEntry{}, locks: map[string]*sync.Mutex{},
-		overrides: map[string]string{}}, nil
+		overrides: map[string][]string{}}, nil
 }
 
 // DuplicateError is a model name found in more than one repository: that
@@ -332,13 +333,11 @@ func (m *Manager) LoadModelFiles(ctx context.Context, name string, configJSON []
 		return err
 	}
 	defer m.lockModel(name)()
-	if err := m.load(ctx, name, configJSON, dir); err != nil {
-		// Versions that served before keep serving from their directory.
-		os.RemoveAll(dir)
-		return err
-	}
-	m.setOverride(name, dir)
-	return nil
+	// Versions that served before keep serving from their directory, and
+	// the new one stays as long as a version loaded from it (load drops
+	// it if none did).
+	m.addOverride(name, dir)
+	return m.load(ctx, name, configJSON, dir)
 }
 
 // loadOne is LoadModel without the composing models.
@@ -350,16 +349,14 @@ func (m *Manager) loadOne(ctx context.Context, name string, configJSON []byte) e
 		return err
 	}
 	defer m.lockModel(name)()
-	if err := m.load(ctx, name, configJSON, ""); err != nil {
-		return err
-	}
-	m.setOverride(name, "")
-	return nil
+	return m.load(ctx, name, configJSON, "")
 }
 
 // load loads model name from dir, or from its directory in the
-// repositories when dir is "".
+// repositories when dir is "". Whatever the outcome, the override
+// directories no version serves from any more go afterwards.
 func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir string) error {
+	defer m.dropOverrides(name)
 	var err error
 	if dir == "" {
 		dir, err = m.find(name)
@@ -603,7 +600,7 @@ func (m *Manager) unload(ctx context.Context, name string) error {
 	}
 	e.reason = ""
 	m.mu.Unlock()
-	m.setOverride(name, "")
+	m.dropOverrides(name)
 	m.log.Info("model unloaded", "model", name)
 	return errors.Join(errs...)
 }

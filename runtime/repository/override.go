@@ -64,21 +64,47 @@ func (m *Manager) writeOverride(name string, files map[string][]byte) (string, e
 	return dir, nil
 }
 
-// setOverride records the override directory model name now loads from
-// ("" for its repository directory) and removes the one it replaces,
-// whose models have closed by then.
-func (m *Manager) setOverride(name, dir string) {
+// addOverride records dir as an override directory of model name, to be
+// removed once no version of the model serves from it (dropOverrides).
+func (m *Manager) addOverride(name, dir string) {
 	m.mu.Lock()
-	old := m.overrides[name]
-	if dir == "" {
+	m.overrides[name] = append(m.overrides[name], dir)
+	m.mu.Unlock()
+}
+
+// dropOverrides removes the override directories of model name that no
+// loaded version serves from any more: a version loaded from one reads
+// its files while it serves (a python stub restarting imports model.py
+// again), so a directory lives until its last version is replaced or
+// unloaded, whether the load that wrote it loaded every version or only
+// some. Callers hold the model's lock, after closing what they retired.
+func (m *Manager) dropOverrides(name string) {
+	m.mu.Lock()
+	live := map[string]bool{}
+	if e := m.models[name]; e != nil {
+		for _, ve := range e.versions {
+			if ve.model != nil {
+				live[ve.model.Spec.ModelDir] = true
+			}
+		}
+	}
+	var keep, drop []string
+	for _, dir := range m.overrides[name] {
+		if live[dir] {
+			keep = append(keep, dir)
+		} else {
+			drop = append(drop, dir)
+		}
+	}
+	if len(keep) == 0 {
 		delete(m.overrides, name)
 	} else {
-		m.overrides[name] = dir
+		m.overrides[name] = keep
 	}
 	m.mu.Unlock()
-	if old != "" && old != dir {
-		if err := os.RemoveAll(old); err != nil {
-			m.log.Warn("removing a model's override directory", "model", name, "dir", old, "err", err)
+	for _, dir := range drop {
+		if err := os.RemoveAll(dir); err != nil {
+			m.log.Warn("removing a model's override directory", "model", name, "dir", dir, "err", err)
 		}
 	}
 }
