@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +134,19 @@ func TestPythonReschedulingRefusedWithoutIterativeSequence(t *testing.T) {
 	code, out := s.inferHTTP(t, "resched_refused", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1, 1}, Data: []int32{1}}}})
 	if code != 500 || !strings.Contains(out.Error, "refused: ") || !strings.Contains(out.Error, "iterative_sequence: true") {
 		t.Errorf("reschedule without iterative_sequence: %d %q", code, out.Error)
+	}
+}
+
+// TestPythonReschedulingKeepsInitialState: the runs of a rescheduled
+// request all see its sequence's initial implicit state, since a
+// rescheduled run returns no response to take a state output from (as on
+// Triton, whose python backend never updates a sequence's state).
+func TestPythonReschedulingKeepsInitialState(t *testing.T) {
+	s := startExamples(t, []string{"iter_state"})
+	for _, n := range []int32{1, 3} {
+		code, out := s.inferHTTP(t, "iter_state", map[string]any{"inputs": []jsonTensor{{Name: "IN", Datatype: "INT32", Shape: []int64{1, 1}, Data: []int32{n}}}})
+		if code != 200 || !slices.Equal(out.output(t, "OUT"), []float64{float64(n), 0}) {
+			t.Errorf("iter_state(%d): %d %+v, want OUT [%d 0]", n, code, out, n)
+		}
 	}
 }
