@@ -718,8 +718,14 @@ func run(o options) (int, error) {
 			continue // not run (-cases)
 		}
 		ratio := float64(hit.p50) / float64(max(fl.p50, 1))
-		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx); throughput cache hit/floor %.2f\n",
-			c, us(hit.p50), us(fl.p50), ratio, paired(results["triton-bin-cached"][c], results["floor-bin"][c], throughputRatio))
+		hr, fr := results["triton-bin-cached"][c], results["floor-bin"][c]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := range min(len(hr), len(fr)) {
+			r := p50Ratio(hr[i], fr[i])
+			lo, hi = min(lo, r), max(hi, r)
+		}
+		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx; per round %.2f-%.2fx); throughput cache hit/floor %.2f\n",
+			c, us(hit.p50), us(fl.p50), ratio, lo, hi, paired(hr, fr, throughputRatio))
 		if c == 1 {
 			goals = append(goals, goal{name: "c=1 cache-hit p50 / floor-bin p50 (issue 22)", measured: ratio, limit: 1.1, atMost: true, unit: "x"})
 		}
@@ -901,6 +907,8 @@ func throughputRatio(a, b result) float64 { return a.throughput / b.throughput }
 func cpuRatio(a, b result) float64 { return float64(a.cpu) / float64(b.cpu) }
 
 func p50Over(a, b result) float64 { return us(a.p50) - us(b.p50) }
+
+func p50Ratio(a, b result) float64 { return float64(a.p50) / float64(max(b.p50, 1)) }
 
 // median takes the median of each figure over rounds independently.
 func median(rs []result) result {

@@ -6,10 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"maps"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type Cache struct {
 	entries map[cacheKey]*list.Element
 	lru     list.List // front: most recently used; values are *cacheEntry
 	evicted uint64
+	scratch sync.Pool // *keyScratch
 }
 
 type cacheKey [sha256.Size]byte
@@ -127,37 +129,99 @@ func deepCopy(resp *backend.Response) backend.Response {
 
 // share returns a response for one request: its own tensor headers, shapes
 // and parameters (callers reshape outputs in place), the cached data shared
-// read-only.
+// read-only. The usual few small outputs come in one allocation with the
+// response: a hit is answered without executing, so what it allocates is
+// most of what it costs.
 func share(r *backend.Response) *backend.Response {
-	out := &backend.Response{Outputs: slices.Clone(r.Outputs), Parameters: maps.Clone(r.Parameters)}
+	dims := 0
+	for i := range r.Outputs {
+		dims += len(r.Outputs[i].Shape)
+	}
+	var out *backend.Response
+	var shapes []int64
+	if len(r.Outputs) <= sharedOutputs && dims <= sharedDims {
+		sr := &sharedResponse{}
+		out, shapes = &sr.resp, sr.dims[:0]
+		out.Outputs = sr.outs[:len(r.Outputs)]
+	} else {
+		out = &backend.Response{Outputs: make([]backend.Tensor, len(r.Outputs))}
+		shapes = make([]int64, 0, dims)
+	}
+	copy(out.Outputs, r.Outputs)
+	out.Parameters = maps.Clone(r.Parameters)
 	for i := range out.Outputs {
-		out.Outputs[i].Shape = slices.Clone(out.Outputs[i].Shape)
+		t := &out.Outputs[i]
+		if t.Shape == nil {
+			continue
+		}
+		n := len(shapes)
+		shapes = append(shapes, t.Shape...)
+		t.Shape = shapes[n:len(shapes):len(shapes)] // full: an append by the caller copies
 	}
 	return out
 }
+
+// sharedResponse is a response with room for sharedOutputs outputs of
+// sharedDims dimensions in all, allocated at once by share.
+type sharedResponse struct {
+	resp backend.Response
+	outs [sharedOutputs]backend.Tensor
+	dims [sharedDims]int64
+}
+
+const (
+	sharedOutputs = 2
+	sharedDims    = 8
+)
+
+// keyScratch is what requestKey works in, reused through Cache.scratch so
+// that a lookup allocates nothing for its key: the digest (sha256.New
+// allocates), the encoding of the request's metadata, and the orders its
+// inputs, outputs and parameters are sorted into.
+type keyScratch struct {
+	h     hash.Hash
+	buf   []byte
+	order []int
+	names []string
+}
+
+// keyBufFlush is the size from which the metadata encoded so far is
+// written to the digest; tensor data of that size or more is written
+// straight from the request, not copied.
+const keyBufFlush = 512
 
 // requestKey digests what decides a request's response: the model and
 // version, its inputs in name order (name, datatype, shape, data), its
 // requested outputs and its parameters. Every field is length-prefixed,
 // so no two different requests encode alike.
-func requestKey(model string, version int64, req *backend.Request) cacheKey {
-	h := sha256.New()
-	var num [8]byte
-	u := func(v uint64) {
-		binary.LittleEndian.PutUint64(num[:], v)
-		h.Write(num[:])
+func (c *Cache) requestKey(model string, version int64, req *backend.Request) cacheKey {
+	ks, _ := c.scratch.Get().(*keyScratch)
+	if ks == nil {
+		ks = &keyScratch{h: sha256.New(), buf: make([]byte, 0, 2*keyBufFlush)}
 	}
+	ks.h.Reset()
+	b := ks.buf[:0]
+	u := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	str := func(s string) {
 		u(uint64(len(s)))
-		h.Write([]byte(s))
+		b = append(b, s...)
+	}
+	raw := func(p []byte) {
+		if len(b)+len(p) < keyBufFlush {
+			b = append(b, p...)
+			return
+		}
+		ks.h.Write(b)
+		ks.h.Write(p)
+		b = b[:0]
 	}
 	str(model)
 	u(uint64(version))
-	order := make([]int, len(req.Inputs))
-	for i := range order {
-		order[i] = i
+	order := ks.order[:0]
+	for i := range req.Inputs {
+		order = append(order, i)
 	}
-	sort.Slice(order, func(a, b int) bool { return req.Inputs[order[a]].Name < req.Inputs[order[b]].Name })
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(req.Inputs[a].Name, req.Inputs[b].Name) })
 	u(uint64(len(order)))
 	for _, i := range order {
 		t := &req.Inputs[i]
@@ -168,45 +232,63 @@ func requestKey(model string, version int64, req *backend.Request) cacheKey {
 			u(uint64(d))
 		}
 		u(uint64(len(t.Data)))
-		h.Write(t.Data)
+		raw(t.Data)
 	}
-	outs := slices.Clone(req.Outputs)
-	slices.Sort(outs)
-	u(uint64(len(outs)))
-	for _, o := range outs {
+	names := append(ks.names[:0], req.Outputs...)
+	slices.Sort(names)
+	u(uint64(len(names)))
+	for _, o := range names {
 		str(o)
 	}
-	keys := slices.Sorted(maps.Keys(req.Parameters))
-	u(uint64(len(keys)))
-	for _, k := range keys {
+	names = names[:0]
+	for k := range req.Parameters {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	u(uint64(len(names)))
+	for _, k := range names {
 		str(k)
 		switch v := req.Parameters[k].(type) {
 		case string:
-			h.Write([]byte{'s'})
+			b = append(b, 's')
 			str(v)
 		case int64:
-			h.Write([]byte{'i'})
+			b = append(b, 'i')
 			u(uint64(v))
 		case uint64:
-			h.Write([]byte{'u'})
+			b = append(b, 'u')
 			u(v)
 		case bool:
-			h.Write([]byte{'b'})
+			b = append(b, 'b')
 			if v {
 				u(1)
 			} else {
 				u(0)
 			}
 		case float64:
-			h.Write([]byte{'f'})
+			b = append(b, 'f')
 			u(math.Float64bits(v))
 		default:
-			h.Write([]byte{'?'})
+			b = append(b, '?')
 			str(fmt.Sprint(v))
 		}
 	}
+	ks.h.Write(b)
 	var k cacheKey
-	h.Sum(k[:0])
+	b = ks.h.Sum(b[:0]) // into the scratch: a local array would escape through the interface
+	copy(k[:], b)
+	// What grew stays for the next request, up to a bound: one huge
+	// request must not pin its size in every pooled scratch.
+	if cap(b) <= 64*keyBufFlush {
+		ks.buf = b[:0]
+	}
+	clear(names[:cap(names)])
+	if cap(names) <= 1024 {
+		ks.names, ks.order = names[:0], order[:0]
+	} else {
+		ks.names, ks.order = nil, nil
+	}
+	c.scratch.Put(ks)
 	return k
 }
 
@@ -216,7 +298,7 @@ func requestKey(model string, version int64, req *backend.Request) cacheKey {
 // misses add the lookup and insertion time to cache_miss.
 func (s *Scheduler) inferCached(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 	start := time.Now()
-	k := requestKey(s.cfg.Name, s.cfg.Version, req)
+	k := s.cfg.Cache.requestKey(s.cfg.Name, s.cfg.Version, req)
 	if resp, ok := s.cfg.Cache.lookup(k); ok {
 		now := time.Now()
 		s.stats.cacheHit.add(now.Sub(start))

@@ -137,12 +137,13 @@ func TestCacheBoundEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestCacheKeysModelAndVersion(t *testing.T) {
+	cache, _ := NewCache(1 << 20)
 	req := rowsRequest(1, 1)
-	a, b, c := requestKey("m", 1, req), requestKey("m", 2, req), requestKey("n", 1, req)
+	a, b, c := cache.requestKey("m", 1, req), cache.requestKey("m", 2, req), cache.requestKey("n", 1, req)
 	if a == b || a == c || b == c {
 		t.Fatal("model name and version are not part of the key")
 	}
-	if requestKey("m", 1, rowsRequest(1, 1)) != a {
+	if cache.requestKey("m", 1, rowsRequest(1, 1)) != a {
 		t.Fatal("equal requests got different keys")
 	}
 }
@@ -152,11 +153,11 @@ func TestCacheKeysModelAndVersion(t *testing.T) {
 func BenchmarkCacheHit(b *testing.B) {
 	cache, _ := NewCache(1 << 20)
 	req := rowsRequest(1, 1)
-	k := requestKey("m", 1, req)
+	k := cache.requestKey("m", 1, req)
 	cache.insert(k, &backend.Response{Outputs: []backend.Tensor{{Name: "Y", DataType: backend.FP32, Shape: []int64{1, 3}, Data: make([]byte, 12)}}})
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := cache.lookup(requestKey("m", 1, req)); !ok {
+		if _, ok := cache.lookup(cache.requestKey("m", 1, req)); !ok {
 			b.Fatal("miss")
 		}
 	}
