@@ -44,7 +44,7 @@ func isZlibHeader(h []byte) bool {
 // request's Accept-Encoding: gzip or deflate when the client accepts one
 // (gzip first, as Triton prefers it), "" for none.
 func responseEncoding(r *http.Request) string {
-	accept := r.Header.Get("Accept-Encoding")
+	accept := headerValue(r.Header, "Accept-Encoding")
 	if accept == "" {
 		return ""
 	}

@@ -36,6 +36,13 @@ type inferInput struct {
 		shmParams
 	} `json:"parameters"`
 	Data json.RawMessage `json:"data"`
+
+	// shape and binarySize hold the usual few dimensions and the binary
+	// size in the input itself, so that parsing allocates for neither:
+	// the request aliases them and lives no longer than its decoded
+	// (which is not reused).
+	shape      [4]int64
+	binarySize int64
 }
 
 // shmParams are the shared-memory extension's parameters of an input or a
@@ -98,7 +105,7 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 	d := new(decoded)
 	ir := &d.ir
 	ir.Inputs = d.parsed[:0]
-	if err := parseHeader(header, ir); err != nil {
+	if err := parseHeader(header, ir, m.Inputs); err != nil {
 		var be *backend.Error
 		if errors.As(err, &be) {
 			return nil, nil, be // Triton's own text (nesting too deep)

@@ -15,8 +15,9 @@ import (
 // slices it fills and leaves each input's "data" value as a sub-slice of
 // buf for decodeData. Unknown members are skipped after being checked for
 // well-formedness; strings with escapes are unescaped by encoding/json.
-func parseHeader(buf []byte, ir *inferRequest) error {
-	p := &scanner{b: buf}
+// An input named as one of inputs (the model's) gets that name's string.
+func parseHeader(buf []byte, ir *inferRequest, inputs []backend.TensorSpec) error {
+	p := &scanner{b: buf, inputs: inputs}
 	if err := p.object(func(key []byte) error {
 		switch string(key) {
 		case "id":
@@ -66,6 +67,8 @@ type scanner struct {
 	b     []byte
 	i     int
 	depth int // nesting of objects and arrays, bounded by maxDepth
+	// inputs are the model's, whose names inputName hands out.
+	inputs []backend.TensorSpec
 }
 
 // maxDepth bounds nesting so that a hostile body cannot exhaust the stack
@@ -266,6 +269,26 @@ func (p *scanner) dataType() (backend.DataType, error) {
 	return backend.DataType(s), err
 }
 
+// inputName reads an input's name: the model's string for it when it
+// names one of the model's inputs (no string allocated per request), else
+// as str does, for validation to refuse.
+func (p *scanner) inputName() (string, error) {
+	start := p.i
+	raw, esc, err := p.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		for i := range p.inputs {
+			if string(raw) == p.inputs[i].Name {
+				return p.inputs[i].Name, nil
+			}
+		}
+	}
+	p.i = start
+	return p.str()
+}
+
 func (p *scanner) boolean(dst *bool) error {
 	c, err := p.next()
 	if err != nil {
@@ -370,7 +393,7 @@ func (p *scanner) input(in *inferInput) error {
 	return p.object(func(key []byte) error {
 		switch string(key) {
 		case "name":
-			s, err := p.str()
+			s, err := p.inputName()
 			in.Name = s
 			return err
 		case "datatype":
@@ -378,7 +401,7 @@ func (p *scanner) input(in *inferInput) error {
 			in.Datatype, err = p.dataType()
 			return err
 		case "shape":
-			in.Shape = make([]int64, 0, 4)
+			in.Shape = in.shape[:0]
 			return p.array(func() error {
 				var d int64
 				err := p.int64(&d)
@@ -389,7 +412,7 @@ func (p *scanner) input(in *inferInput) error {
 			return p.object(func(k []byte) error {
 				switch string(k) {
 				case "binary_data_size":
-					in.Parameters.BinaryDataSize = new(int64)
+					in.Parameters.BinaryDataSize = &in.binarySize
 					return p.int64(in.Parameters.BinaryDataSize)
 				case "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size":
 					return p.shmParam(string(k), &in.Parameters.shmParams)

@@ -13,12 +13,12 @@ func TestParseHeaderRejects(t *testing.T) {
 		`{"x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`,
 	} {
 		var ir inferRequest
-		if err := parseHeader([]byte(s), &ir); err == nil {
+		if err := parseHeader([]byte(s), &ir, nil); err == nil {
 			t.Errorf("%q: accepted", s)
 		}
 	}
 	var ir inferRequest
-	err := parseHeader([]byte(`{"id":"\u00e9\"","inputs":[{"name":"I","shape":[2,-1],"datatype":"FP32","data":[[1,2],[3,4]],"x":{}}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}`), &ir)
+	err := parseHeader([]byte(`{"id":"\u00e9\"","inputs":[{"name":"I","shape":[2,-1],"datatype":"FP32","data":[[1,2],[3,4]],"x":{}}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}`), &ir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

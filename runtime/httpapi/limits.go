@@ -144,7 +144,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request, limit int64, start time.Time) error {
 	rd := r.Body
 	decoded := false
-	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc != "" {
+	if enc := strings.ToLower(strings.TrimSpace(headerValue(r.Header, "Content-Encoding"))); enc != "" {
 		dec, ok := s.decoders[enc]
 		if !ok {
 			return backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)

@@ -595,7 +595,7 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 			s.putBuf(bp)
 		}
 	}()
-	req, parsed, err := decodeRequest(*bp, r.Header.Get(HeaderLength), m, s.opts.SharedMemory)
+	req, parsed, err := decodeRequest(*bp, headerValue(r.Header, HeaderLength), m, s.opts.SharedMemory)
 	if err != nil {
 		m.Scheduler.RecordFailure(start)
 		writeError(w, err)
@@ -788,6 +788,16 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 // JSON buffer to write it at once; larger outputs are written from where
 // the backend left them.
 const joinBelow = 4 << 10
+
+// headerValue is h.Get(key) for a key in canonical form, as net/http
+// stores a request's keys: Get canonicalizes its key on every call, which
+// showed in the profile of a request answered from the response cache.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // setHeaders sets each of the canonical header keys of kv (key, value,
 // key, value...) to its one value, as Header.Set does, with one
