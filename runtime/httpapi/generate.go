@@ -29,7 +29,7 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 		// A traced request answers through tw; the trace's methods do
 		// nothing on the nil trace of an untraced one.
 		var tr *tracing.Trace
-		tw := s.sample(w, r, start)
+		tw := s.sample(w, r, r.PathValue("model"), start)
 		if tw != nil {
 			defer tw.end()
 			w, tr = tw, tw.tr

@@ -168,7 +168,11 @@ func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request
 		return nil
 	}
 	br.paced = true
-	br.pace = paced{r: rd, rc: *http.NewResponseController(w), start: start, grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate}
+	whole := int64(-1)
+	if !decoded {
+		whole = r.ContentLength
+	}
+	br.pace = paced{r: rd, rc: *http.NewResponseController(w), start: start, grace: positive(lim.HeaderTimeout), rate: lim.BodyMinRate, whole: whole}
 	return nil
 }
 
@@ -183,19 +187,28 @@ type paced struct {
 	grace time.Duration
 	rate  int64
 	n     int64
+	// whole is the body's length when known (-1 if not): once it is
+	// read, the read that returns EOF does not touch the connection and
+	// needs no deadline (each costs a timer update, a measurable part of
+	// a small request).
+	whole int64
+	armed bool // a deadline is set
 }
 
 func (p *paced) Read(b []byte) (int, error) {
-	due := p.start.Add(p.grace + time.Duration(float64(p.n+1)/float64(p.rate)*float64(time.Second)))
-	// Recorders and other non-connection writers cannot set deadlines; the
-	// bound then rests on the server's own timeouts.
-	_ = p.rc.SetReadDeadline(due)
+	if p.whole < 0 || p.n < p.whole {
+		due := p.start.Add(p.grace + time.Duration(float64(p.n+1)/float64(p.rate)*float64(time.Second)))
+		// Recorders and other non-connection writers cannot set
+		// deadlines; the bound then rests on the server's own timeouts.
+		_ = p.rc.SetReadDeadline(due)
+		p.armed = true
+	}
 	n, err := p.r.Read(b)
 	p.n += int64(n)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		return n, backend.Errorf(backend.InvalidArg, "the request body arrived slower than %d bytes per second (--http-body-min-rate): %d bytes in %s", p.rate, p.n, time.Since(p.start).Round(time.Millisecond))
 	}
-	if err == io.EOF {
+	if err == io.EOF && p.armed {
 		_ = p.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err

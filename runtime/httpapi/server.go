@@ -151,7 +151,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if model, version, ok := inferRoute(r); ok {
+		// The route a client's load takes, found without the mux: its
+		// pattern matching and path values cost as much as a cached
+		// answer's lookup.
+		s.inferAt(w, r, model, version)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// inferRoute recognises POST /v2/models/{model}[/versions/{version}]/infer
+// where the mux would route it to infer with the same values: a clean path
+// (the mux redirects others) of non-empty segments, escaped the default
+// way (no RawPath, so Path's segments are the wildcards' values).
+func inferRoute(r *http.Request) (model, version string, ok bool) {
+	if r.Method != http.MethodPost || r.URL.RawPath != "" {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v2/models/")
+	if !ok {
+		return "", "", false
+	}
+	if rest, ok = strings.CutSuffix(rest, "/infer"); !ok {
+		return "", "", false
+	}
+	model, rest, versioned := strings.Cut(rest, "/")
+	if versioned {
+		if version, ok = strings.CutPrefix(rest, "versions/"); !ok || !routeSegment(version) {
+			return "", "", false
+		}
+	}
+	if !routeSegment(model) {
+		return "", "", false
+	}
+	return model, version, true
+}
+
+// routeSegment reports whether s is one clean, non-empty path segment.
+func routeSegment(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.Contains(s, "/")
 }
 
 // category is the API group of an endpoint path, as --http-restricted-api
@@ -461,15 +500,21 @@ func (s *Server) putBuf(bp *[]byte) {
 }
 
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
+	s.inferAt(w, r, r.PathValue("model"), r.PathValue("version"))
+}
+
+// inferAt serves an infer request for model and version (the path's, ""
+// when it names none).
+func (s *Server) inferAt(w http.ResponseWriter, r *http.Request, model, version string) {
 	start := time.Now()
-	tw := s.sample(w, r, start)
+	tw := s.sample(w, r, model, start)
 	if tw == nil {
-		s.inferWith(w, r, start, nil)
+		s.inferWith(w, r, model, version, start, nil)
 		return
 	}
 	defer tw.end()
 	tr := tw.tr
-	s.inferWith(tw, r, start, func(st inferStage, m *repository.Model, req *backend.Request, resp *backend.Response) {
+	s.inferWith(tw, r, model, version, start, func(st inferStage, m *repository.Model, req *backend.Request, resp *backend.Response) {
 		tw.model(m)
 		switch st {
 		case stageRead:
@@ -487,13 +532,13 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 // The frontend's timestamps are Triton's: HTTP_RECV_START/END (the body
 // read) and HTTP_SEND_START/END (the answer written) around the core's
 // REQUEST_START..REQUEST_END; the trace ends once the answer is written.
-func (s *Server) sample(w http.ResponseWriter, r *http.Request, start time.Time) *traceWriter {
-	tr := s.opts.Tracing.Sample(r.PathValue("model"), propagation.HeaderCarrier(r.Header))
+func (s *Server) sample(w http.ResponseWriter, r *http.Request, model string, start time.Time) *traceWriter {
+	tr := s.opts.Tracing.Sample(model, propagation.HeaderCarrier(r.Header))
 	if tr == nil {
 		return nil
 	}
 	tr.Activity("HTTP_RECV_START", start)
-	return &traceWriter{ResponseWriter: w, tr: tr, name: r.PathValue("model")}
+	return &traceWriter{ResponseWriter: w, tr: tr, name: model}
 }
 
 // traceWriter answers a traced request: it notes HTTP_SEND_START when
@@ -564,11 +609,11 @@ const (
 	stageAnswered                   // the model answered (resp set, nil on an error)
 )
 
-// inferWith serves an infer request; seen, when not nil, is told each
-// stage with the model, the decoded request and the response as they
-// become known.
-func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Time, seen func(inferStage, *repository.Model, *backend.Request, *backend.Response)) {
-	m, err := s.model(r)
+// inferWith serves an infer request for model and version; seen, when not
+// nil, is told each stage with the model, the decoded request and the
+// response as they become known.
+func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, model, version string, start time.Time, seen func(inferStage, *repository.Model, *backend.Request, *backend.Response)) {
+	m, err := s.mgr.Resolve(model, version)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -601,14 +646,14 @@ func (s *Server) inferWith(w http.ResponseWriter, r *http.Request, start time.Ti
 		writeError(w, err)
 		return
 	}
-	version := int64(-1) // a reload may move the request to the new highest version
-	if r.PathValue("version") != "" {
-		version = m.Version
+	want := int64(-1) // a reload may move the request to the new highest version
+	if version != "" {
+		want = m.Version
 	}
 	if seen != nil {
 		seen(stageDecoded, m, req, nil)
 	}
-	m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
+	m, resp, err := s.mgr.Infer(r.Context(), m, want, req, start)
 	if seen != nil {
 		seen(stageAnswered, m, req, resp)
 	}
