@@ -813,7 +813,12 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 		writeCompressed(w, enc, parts...)
 		return
 	}
-	setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, strconv.Itoa(len(b)), "Content-Length", strconv.Itoa(len(b)+binLen))
+	// Both lengths spelled in one string: one allocation, not two.
+	var lenArr [40]byte
+	lens := strconv.AppendInt(lenArr[:0], int64(len(b)), 10)
+	split := len(lens)
+	all := string(strconv.AppendInt(lens, int64(len(b)+binLen), 10))
+	setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, all[:split], "Content-Length", all[split:])
 	if binLen <= joinBelow {
 		// Small outputs are copied after the JSON part: one Write through
 		// net/http's buffers instead of one per part.
