@@ -25,6 +25,9 @@ func TestSequenceConfigRefusals(t *testing.T) {
 		"corrtype": {ctl(`{ name: "A" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 }] }`), "expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32, or TYPE_STRING"},
 		"isinput":  {ctl(`{ name: "INPUT__0" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] }] }`), "control input 'INPUT__0' is also a model input"},
 		"prefer":   {linearCfg + "sequence_batching { oldest { preferred_batch_size: [64] } }", "preferred_batch_size 64 must be between 1 and max_batch_size"},
+		// scheduling_choice is a oneof: no queue policy (DELAY or other)
+		// reaches the sequence batcher.
+		"bothsched": {linearCfg + "dynamic_batching { default_queue_policy { default_timeout_microseconds: 1 timeout_action: DELAY } } sequence_batching { }", "oneof inference.ModelConfig.scheduling_choice is already set"},
 	}
 	root := t.TempDir()
 	for name, c := range cases {

@@ -97,9 +97,10 @@ func (st *stream) done() bool {
 
 // end finishes the request from the server's side (a failed execution, an
 // unload, a client gone while queued) with err as its last response,
-// unless the backend already finished it. Failure statistics are the
-// caller's. It reports whether it ended the request.
-func (st *stream) end(err error) bool {
+// counted as a failure for reason, unless the backend or its client
+// already finished it (and it was counted then). It reports whether it
+// ended the request.
+func (st *stream) end(err error, reason FailureReason) bool {
 	st.mu.Lock()
 	if st.finished {
 		st.mu.Unlock()
@@ -108,6 +109,8 @@ func (st *stream) end(err error) bool {
 	st.finished = true
 	st.endErr = err
 	st.mu.Unlock()
+	// Counted before the caller sees the end.
+	st.s.stats.failed(reason, time.Since(st.start))
 	close(st.ended)
 	st.s.closeStream(st, false, true)
 	return true
@@ -163,10 +166,13 @@ func (s *Scheduler) Stream(ctx context.Context, req *backend.Request, fn func(re
 		return err
 	}
 	st := &stream{s: s, start: start, ch: make(chan streamItem, streamBuffer), gone: make(chan struct{}), ended: make(chan struct{})}
-	req.Sender = st
+	// The scheduler's copy carries the sender: the caller's request is
+	// left as it is, so it may be sent again.
+	own := *req
+	own.Sender = st
 	// The job is not pooled: the worker may still hold it after the
 	// request was answered through the sender.
-	j := &job{ctx: ctx, req: req, rows: rows, start: start, sink: st}
+	j := &job{ctx: ctx, req: &own, rows: rows, start: start, sink: st}
 	s.openMu.Lock()
 	if s.open == nil {
 		s.open = map[*stream]struct{}{}
@@ -219,9 +225,7 @@ func (s *Scheduler) endOpen() {
 	}
 	s.openMu.Unlock()
 	for _, st := range open {
-		if st.end(backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded before the request received its final response", s.cfg.Name, s.cfg.Version)) {
-			s.stats.failed(Other, time.Since(st.start))
-		}
+		st.end(backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded before the request received its final response", s.cfg.Name, s.cfg.Version), Other)
 	}
 }
 

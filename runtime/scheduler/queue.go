@@ -180,8 +180,7 @@ func (s *Scheduler) expired(j *job) bool {
 	}
 	if j.state.CompareAndSwap(jobWaiting, jobExpired) {
 		s.leave(j)
-		s.stats.failed(Rejected, now.Sub(j.start))
-		s.finish(j, nil, status.RequestTimeout.New())
+		s.fail(j, Rejected, status.RequestTimeout.New())
 		return true
 	}
 	s.drop(j)
@@ -204,8 +203,7 @@ func (s *Scheduler) dispatch(j *job, now time.Time) bool {
 	if !j.deadline.IsZero() && !j.delayed && !s.levels[j.level].policy.Delay && !now.Before(j.deadline) {
 		if j.state.CompareAndSwap(jobWaiting, jobExpired) {
 			s.leave(j)
-			s.stats.failed(Rejected, now.Sub(j.start))
-			s.finish(j, nil, status.RequestTimeout.New())
+			s.fail(j, Rejected, status.RequestTimeout.New())
 			return false
 		}
 	}

@@ -204,6 +204,12 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	if cfg.MaxBatchSize < 0 {
 		return nil, fmt.Errorf("max_batch_size %d is negative", cfg.MaxBatchSize)
 	}
+	if cfg.Sequence != nil && cfg.Dynamic != nil {
+		// Triton's scheduling_choice holds one of them; the queue
+		// policies are the dynamic batcher's, and the sequence workers
+		// would strand a request a DELAY policy set aside.
+		return nil, fmt.Errorf("model '%s': dynamic_batching and sequence_batching are exclusive (one scheduling_choice); sequence batching has no queue policy", cfg.Name)
+	}
 	s := &Scheduler{cfg: cfg, stop: make(chan struct{})}
 	s.jobs.New = func() any { return &job{done: make(chan struct{}, 1)} }
 	var policies []QueuePolicy
@@ -564,20 +570,35 @@ func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 // Config returns the configuration the scheduler runs with.
 func (s *Scheduler) Config() Config { return s.cfg }
 
+// finish answers j, a request that is not decoupled's (fail answers
+// those), with resp or err.
 func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
-	if j.null {
-		return
-	}
 	if s.seq != nil {
 		s.seq.endIterative(j) // before the job goes back to its caller
-	}
-	if j.sink != nil {
-		j.sink.end(err)
-		return
 	}
 	j.resp, j.err = resp, err
 	s.pending.Add(-1)
 	j.done <- struct{}{}
+}
+
+// fail answers j with err and counts it failed for reason, once: a
+// request of a decoupled model that its backend finished or its client
+// left was counted then, and is neither answered nor counted again.
+func (s *Scheduler) fail(j *job, reason FailureReason, err error) {
+	if j.null {
+		return
+	}
+	if j.sink != nil {
+		if s.seq != nil {
+			s.seq.endIterative(j)
+		}
+		j.sink.end(err, reason)
+		return
+	}
+	// Counted before the answer: the caller may read the statistics as
+	// soon as it has it.
+	s.stats.failed(reason, time.Since(j.start))
+	s.finish(j, nil, err)
 }
 
 // work is one instance's loop: take the oldest request, gather more while
@@ -698,8 +719,7 @@ func (s *Scheduler) take(j *job) bool {
 			return false
 		}
 		s.leave(j)
-		s.stats.failed(Canceled, time.Since(j.start))
-		s.finish(j, nil, err)
+		s.fail(j, Canceled, err)
 		return false
 	}
 	return !s.expired(j)
@@ -714,10 +734,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 		if !run.limit.acquire(s.execCtx) {
 			err := backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request waited for rate limiter resources", s.cfg.Name, s.cfg.Version)
 			for _, j := range batch {
-				if !j.null {
-					s.stats.failed(Other, time.Since(j.start))
-					s.finish(j, nil, err)
-				}
+				s.fail(j, Other, err)
 			}
 			return true
 		}
@@ -763,10 +780,7 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			err = backend.Errorf(backend.Internal, "model '%s' failed: %w", s.cfg.Name, err)
 		}
 		for _, j := range batch {
-			if !j.null {
-				s.stats.failed(reason, t2.Sub(j.start))
-				s.finish(j, nil, err)
-			}
+			s.fail(j, reason, err)
 		}
 		return true
 	}
@@ -840,8 +854,7 @@ func (s *Scheduler) reschedule(j *job) bool {
 		return true
 	}
 	if s.closed.Load() {
-		s.stats.failed(Other, time.Since(j.start))
-		s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request was being rescheduled", s.cfg.Name, s.cfg.Version))
+		s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' version %d was unloaded while this request was being rescheduled", s.cfg.Name, s.cfg.Version))
 		return true
 	}
 	// Back in the queue: counted as waiting again, as when it was
@@ -890,7 +903,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 				return
 			}
 			s.leave(j)
-			s.finish(j, nil, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+			s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
 		}
 		if s.seq != nil {
 			s.seq.drain(unloaded)
@@ -951,11 +964,7 @@ func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
 		}
 		run.mu.Unlock()
 		for _, j := range batch {
-			if j.null {
-				continue
-			}
-			s.stats.failed(Other, time.Since(j.start))
-			s.finish(j, nil, backend.Errorf(backend.Unavailable,
+			s.fail(j, Other, backend.Errorf(backend.Unavailable,
 				"model '%s' version %d was unloaded while this request was executing on instance %d, which did not return in time", s.cfg.Name, s.cfg.Version, i))
 		}
 	}

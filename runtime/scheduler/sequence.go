@@ -180,11 +180,15 @@ func (q *sequencer) enqueue(j *job) error {
 		// The request is a sequence of its own, whatever the client
 		// sent: a correlation id of the server's that no client request
 		// names, START now, END never queued (the slot stays bound until
-		// the request is answered, endIterative).
+		// the request is answered, endIterative). The id goes on the
+		// scheduler's copy of the request: the caller's may be sent
+		// again, also concurrently.
+		own := *j.req
 		q.mu.Lock()
 		q.iterID++
-		j.req.Sequence = backend.Sequence{ID: q.iterID, Start: true}
+		own.Sequence = backend.Sequence{ID: q.iterID, Start: true}
 		q.mu.Unlock()
+		j.req = &own
 	}
 	seq := j.req.Sequence
 	if !seq.InSequence() {
