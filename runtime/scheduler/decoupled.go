@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // streamBuffer is how many responses of one request may wait for their
@@ -186,8 +187,21 @@ func (s *Scheduler) Stream(ctx context.Context, req *backend.Request, fn func(re
 		return err
 	}
 	defer st.leave()
+	// A REJECT timeout ends the request when it ends, as Infer's does;
+	// the worker that meets the expired job drops it.
+	var timeout <-chan time.Time
+	if !j.deadline.IsZero() && !s.levels[j.level].policy.Delay {
+		t := time.NewTimer(time.Until(j.deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
 	for {
 		select {
+		case <-timeout:
+			timeout = nil
+			if j.state.CompareAndSwap(jobWaiting, jobExpired) {
+				st.end(status.RequestTimeout.New(), Rejected)
+			}
 		case it := <-st.ch:
 			if err := fn(it.resp, it.final); err != nil {
 				return err
@@ -196,6 +210,11 @@ func (s *Scheduler) Stream(ctx context.Context, req *backend.Request, fn func(re
 				return nil
 			}
 		case <-st.ended:
+			if err := ctx.Err(); err != nil {
+				// The client left: the worker that met the request ended
+				// it for that (or raced an unload), and nobody reads fn.
+				return err
+			}
 			// Responses the backend sent before the end go first.
 			for {
 				select {

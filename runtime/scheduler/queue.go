@@ -193,7 +193,9 @@ func (s *Scheduler) drop(j *job) {
 		s.seq.endIterative(j)
 	}
 	s.leave(j)
-	s.pending.Add(-1)
+	if j.sink == nil {
+		s.pending.Add(-1) // a decoupled request's stream counted it out when it ended
+	}
 }
 
 // dispatch claims j for execution at now; false means it does not run:

@@ -40,6 +40,18 @@ func (b *gatedStream) Execute(_ context.Context, reqs []*backend.Request) ([]*ba
 
 func (b *gatedStream) Close() error { return nil }
 
+// waitAnswered waits until every accepted request is answered and
+// accounted (a stream's client may see its final response before its
+// request is counted).
+func waitAnswered(t *testing.T, s *Scheduler) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.pending.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still pending", s.pending.Load())
+		}
+	}
+}
+
 // TestStreamCancelledWhileQueuedCountsOnce: a queued request of a
 // decoupled model whose client leaves is one cancelled request, whether
 // its stream closing or the worker taking it from the queue sees it first.
@@ -70,12 +82,10 @@ func TestStreamCancelledWhileQueuedCountsOnce(t *testing.T) {
 	if _, _, _, err := collect(context.Background(), s, int32Request(3)); err != nil {
 		t.Fatal(err)
 	}
+	waitAnswered(t, s)
 	st := s.Stats()
 	if st.Failures[Canceled] != 1 || st.Fail.Count != 1 || st.Success.Count != 2 {
 		t.Errorf("failures %v (fail count %d), successes %d; want one cancelled request and two successes", st.Failures, st.Fail.Count, st.Success.Count)
-	}
-	if n := s.pending.Load(); n != 0 {
-		t.Errorf("%d requests still pending", n)
 	}
 }
 
@@ -135,5 +145,92 @@ func TestSequenceBatchingRefusesAQueuePolicy(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "dynamic_batching and sequence_batching") {
 		t.Fatalf("dynamic and sequence batching together: %v", err)
+	}
+}
+
+// finalThenFail is a decoupled backend that sends each request's final
+// flag and then fails the execution.
+type finalThenFail struct{}
+
+func (finalThenFail) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return finalThenFail{}, nil
+}
+
+func (finalThenFail) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	for _, r := range reqs {
+		_ = r.Sender.Send(nil, true)
+	}
+	return nil, errors.New("failed after the final response")
+}
+
+func (finalThenFail) Close() error { return nil }
+
+// TestStreamFinishedThenFailedCountsOnce: a request of a decoupled model
+// that received its final response is a success, also when its
+// execution fails afterwards; the failure answers nobody.
+func TestStreamFinishedThenFailedCountsOnce(t *testing.T) {
+	s, err := New(context.Background(), finalThenFail{}, repeatSpec("ftf", nil), Config{Name: "ftf", Instances: 1, Decoupled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := 0; i < 2; i++ {
+		if _, errs, finals, err := collect(context.Background(), s, int32Request(1)); err != nil || len(errs) != 0 || finals != 1 {
+			t.Fatalf("request %d: errs %v, finals %d, err %v", i, errs, finals, err)
+		}
+	}
+	// The second request ran after the first's execution returned.
+	waitAnswered(t, s)
+	if st := s.Stats(); st.Success.Count != 2 || st.Failures[Backend] != 0 {
+		t.Errorf("successes %d, failures %v; want two successes and no failure", st.Success.Count, st.Failures)
+	}
+}
+
+// TestStreamTimeoutRejectIsPrompt: a queued request of a decoupled model
+// whose REJECT timeout ends gets Triton's "Request timeout expired" as its
+// final response then, while the instance is still busy, as Infer does;
+// the worker drops it later without answering or counting it again.
+func TestStreamTimeoutRejectIsPrompt(t *testing.T) {
+	be := newGatedStream()
+	s, err := New(context.Background(), be, repeatSpec("gto", nil), Config{Name: "gto", Instances: 1, Decoupled: true,
+		// Priority 1 has no timeout: the requests around the timed-out one
+		// must not time out on a loaded machine.
+		Dynamic: &Dynamic{Levels: []QueuePolicy{{}, {Timeout: time.Millisecond}}, DefaultLevel: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	untimed := func(v int32) *backend.Request {
+		r := int32Request(v)
+		r.Priority = 1
+		return r
+	}
+	first := make(chan error, 1)
+	go func() { _, _, _, err := collect(context.Background(), s, untimed(1)); first <- err }()
+	<-be.started
+	// Bounded so that a missed timeout fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, errs, finals, err := collect(ctx, s, int32Request(2))
+	if err != nil || finals != 1 || len(errs) != 1 || !strings.Contains(errs[0], "Request timeout expired") {
+		t.Errorf("timed-out stream: errs %v, finals %d, err %v", errs, finals, err)
+	}
+	close(be.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, _, err := collect(context.Background(), s, untimed(3)); err != nil || len(errs) != 0 {
+		t.Fatal(errs, err)
+	}
+	waitAnswered(t, s)
+	// Priority 1 goes first: the expired request may still be queued.
+	for deadline := time.Now().Add(10 * time.Second); s.Queued() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the expired request is still queued")
+		}
+	}
+	st := s.Stats()
+	if st.Failures[Rejected] != 1 || st.Fail.Count != 1 || st.Success.Count != 2 || s.pending.Load() != 0 || s.Queued() != 0 {
+		t.Errorf("failures %v, successes %d, pending %d, queued %d; want one rejected request and two successes", st.Failures, st.Success.Count, s.pending.Load(), s.Queued())
 	}
 }
