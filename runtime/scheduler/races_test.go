@@ -234,3 +234,45 @@ func TestStreamTimeoutRejectIsPrompt(t *testing.T) {
 		t.Errorf("failures %v, successes %d, pending %d, queued %d; want one rejected request and two successes", st.Failures, st.Success.Count, s.pending.Load(), s.Queued())
 	}
 }
+
+// TestStreamUnloadAnswersEachRequestOnce: an unload that gives up on a
+// stuck execution ends its streamed request (OTHER) and meets the queued
+// one whose client already left (CANCELED): each counted once, nothing
+// left pending.
+func TestStreamUnloadAnswersEachRequestOnce(t *testing.T) {
+	be := newGatedStream()
+	s, err := New(context.Background(), be, repeatSpec("gu", nil), Config{Name: "gu", Instances: 1, Decoupled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer close(be.release) // lets the stuck execution return at the end
+	type outcome struct {
+		errs []string
+		err  error
+	}
+	first := make(chan outcome, 1)
+	go func() {
+		_, errs, _, err := collect(context.Background(), s, int32Request(1))
+		first <- outcome{errs, err}
+	}()
+	<-be.started
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() { _, _, _, err := collect(ctx, s, int32Request(2)); second <- err }()
+	waitQueued(t, s, 1)
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream of a client that left: %v", err)
+	}
+	uctx, ucancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer ucancel()
+	_ = s.Close(uctx) // the execution never returns: Close gives up on it
+	got := <-first
+	if got.err != nil || len(got.errs) != 1 || !strings.Contains(got.errs[0], "was unloaded while this request was executing") {
+		t.Errorf("stuck request at unload: errs %v, err %v", got.errs, got.err)
+	}
+	st := s.Stats()
+	if st.Failures[Canceled] != 1 || st.Failures[Other] != 1 || st.Fail.Count != 2 || s.pending.Load() != 0 {
+		t.Errorf("failures %v (fail count %d), pending %d; want one CANCELED and one OTHER", st.Failures, st.Fail.Count, s.pending.Load())
+	}
+}
