@@ -176,6 +176,11 @@ type Scheduler struct {
 
 	// seq routes requests under the sequence batcher; nil otherwise.
 	seq *sequencer
+
+	// swept is set once Close answered what was queued (sweepMu
+	// serialises the sweeps of Close and of late submits).
+	sweepMu sync.Mutex
+	swept   bool
 }
 
 // slot is one worker's executing batch. Once Close abandons it, the jobs
@@ -429,16 +434,18 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 			s.stats.failed(Rejected, time.Since(j.start))
 			return err
 		}
-		return nil
+	} else if !s.handoff(j) {
+		if err := s.push(ctx, j); err != nil {
+			s.queued.Add(-1)
+			s.leave(j)
+			s.pending.Add(-1)
+			return err
+		}
 	}
-	if s.handoff(j) {
-		return nil // an idle worker has it
-	}
-	if err := s.push(ctx, j); err != nil {
-		s.queued.Add(-1)
-		s.leave(j)
-		s.pending.Add(-1)
-		return err
+	if s.closed.Load() {
+		// An unload began meanwhile and may have swept the queues
+		// already: j must not be left where no worker looks.
+		s.sweepLate()
 	}
 	return nil
 }
@@ -895,37 +902,11 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		close(s.stop)
 		stuck := s.waitWorkers(ctx)
 		// Requests still queued or handed off after a timed-out drain get
-		// an answer.
-		unloaded := func(j *job) {
-			s.queued.Add(-1)
-			if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
-				s.drop(j) // its timeout answered it
-				return
-			}
-			s.leave(j)
-			s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
-		}
-		if s.seq != nil {
-			s.seq.drain(unloaded)
-		}
-		chans := slices.Clone(s.handoffs)
-		for i := range s.levels {
-			chans = append(chans, s.levels[i].ch)
-			for j := s.levels[i].popDelayed(); j != nil; j = s.levels[i].popDelayed() {
-				unloaded(j)
-			}
-		}
-		for _, ch := range chans {
-			for {
-				select {
-				case j := <-ch:
-					unloaded(j)
-					continue
-				default:
-				}
-				break
-			}
-		}
+		// an answer; so do those queued later (sweepLate).
+		s.sweepMu.Lock()
+		s.sweep()
+		s.swept = true
+		s.sweepMu.Unlock()
 		s.endOpen()
 		for _, run := range s.running {
 			if run.limit != nil {
@@ -935,6 +916,54 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		err = errors.Join(err, s.closeInstancesWithin(ctx, stuck))
 	})
 	return err
+}
+
+// sweep answers every request still queued or handed off once the
+// workers stopped. Called with sweepMu held.
+func (s *Scheduler) sweep() {
+	unloaded := func(j *job) {
+		s.queued.Add(-1)
+		if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
+			s.drop(j) // its timeout answered it
+			return
+		}
+		s.leave(j)
+		s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+	}
+	if s.seq != nil {
+		s.seq.drain(unloaded)
+	}
+	chans := slices.Clone(s.handoffs)
+	for i := range s.levels {
+		chans = append(chans, s.levels[i].ch)
+		for j := s.levels[i].popDelayed(); j != nil; j = s.levels[i].popDelayed() {
+			unloaded(j)
+		}
+	}
+	for _, ch := range chans {
+		for {
+			select {
+			case j := <-ch:
+				unloaded(j)
+				continue
+			default:
+			}
+			break
+		}
+	}
+}
+
+// sweepLate answers, after an unload swept the queues, a request that was
+// accepted before the unload began but queued only after the sweep
+// (nothing reads the queues any more). A submit that queued a request
+// while closing calls it: either Close's sweep, which it waits for, met
+// the request, or this one does.
+func (s *Scheduler) sweepLate() {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if s.swept {
+		s.sweep()
+	}
 }
 
 // waitWorkers waits for the workers to stop, until ctx ends and closeGrace
