@@ -32,6 +32,31 @@ func (w *discardWriter) Write(b []byte) (int, error)     { w.writes++; return w.
 func (w *discardWriter) reset()                          { clear(w.h); w.code = 0; w.body.Reset(); w.writes = 0 }
 func (w *discardWriter) status() int                     { return max(w.code, http.StatusOK) }
 
+// binaryInfer returns a func sending model the same one-row binary infer
+// request through h each time (failing t unless the answer is 200), with
+// the writer it answers into; request, body and writer are reused, so
+// that counting allocations counts only the server's.
+func binaryInfer(t testing.TB, h http.Handler, model string) (func(), *discardWriter) {
+	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
+	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
+	req := httptest.NewRequest("POST", "/v2/models/"+model+"/infer", nil)
+	req.Header.Set(HeaderLength, strconv.Itoa(len(j)))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.ContentLength = int64(len(body))
+	rd := bytes.NewReader(body)
+	rc := io.NopCloser(rd)
+	w := &discardWriter{h: http.Header{}}
+	return func() {
+		rd.Reset(body)
+		req.Body = rc
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.status() != http.StatusOK {
+			t.Fatalf("status %d: %s", w.status(), w.body.Bytes())
+		}
+	}, w
+}
+
 // TestInferAllocations bounds the Go objects one binary infer request
 // allocates in the frontend, the repository and the scheduler (the fake
 // backend's own included): each is garbage the serving path makes per
@@ -42,24 +67,7 @@ func TestInferAllocations(t *testing.T) {
 		t.Skip("allocation counts under the race detector include sync.Pool's random drops")
 	}
 	h := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0).srv.Config.Handler
-	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
-	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
-	req := httptest.NewRequest("POST", "/v2/models/linear/infer", nil)
-	req.Header.Set(HeaderLength, strconv.Itoa(len(j)))
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.ContentLength = int64(len(body))
-	rd := bytes.NewReader(body)
-	rc := io.NopCloser(rd)
-	w := &discardWriter{h: http.Header{}}
-	run := func() {
-		rd.Reset(body)
-		req.Body = rc
-		w.reset()
-		h.ServeHTTP(w, req)
-		if w.status() != http.StatusOK {
-			t.Fatalf("status %d: %s", w.status(), w.body.Bytes())
-		}
-	}
+	run, w := binaryInfer(t, h, "linear")
 	run()
 	if w.writes != 1 {
 		t.Errorf("the response took %d writes, want 1 (a small binary output goes out with its JSON part)", w.writes)

@@ -1,11 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"testing"
 
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
@@ -24,25 +19,8 @@ func cachedHandler(t testing.TB) func() {
 	}
 	repo := frontendtest.NewRepo(t, map[string]string{"cached": frontendtest.Linear + "response_cache { enable: true }"},
 		func(o *repository.Options) { o.Cache = cache })
-	h := New(Options{Manager: repo.Manager})
-	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
-	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
-	req := httptest.NewRequest("POST", "/v2/models/cached/infer", nil)
-	req.Header.Set(HeaderLength, strconv.Itoa(len(j)))
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.ContentLength = int64(len(body))
-	rd := bytes.NewReader(body)
-	rc := io.NopCloser(rd)
-	w := &discardWriter{h: http.Header{}}
-	return func() {
-		rd.Reset(body)
-		req.Body = rc
-		w.reset()
-		h.ServeHTTP(w, req)
-		if w.status() != http.StatusOK {
-			t.Fatalf("status %d: %s", w.status(), w.body.Bytes())
-		}
-	}
+	run, _ := binaryInfer(t, New(Options{Manager: repo.Manager}), "cached")
+	return run
 }
 
 // TestCacheHitAllocations bounds the Go objects a binary infer request
