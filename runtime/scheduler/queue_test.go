@@ -51,6 +51,28 @@ func waitPending(t *testing.T, s *Scheduler, n int64) {
 	}
 }
 
+// waitExecuting waits until n instances are executing a batch: a request
+// sent before is then past the queue, whatever the machine's load.
+func waitExecuting(t *testing.T, s *Scheduler, n int) {
+	t.Helper()
+	executing := func() int {
+		k := 0
+		for _, run := range s.running {
+			run.mu.Lock()
+			if len(run.batch) > 0 {
+				k++
+			}
+			run.mu.Unlock()
+		}
+		return k
+	}
+	for deadline := time.Now().Add(10 * time.Second); executing() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d instances executing, want %d", executing(), n)
+		}
+	}
+}
+
 // waitQueued waits until n requests wait in the scheduler's queues.
 func waitQueued(t *testing.T, s *Scheduler, n int) {
 	t.Helper()
@@ -104,7 +126,7 @@ func TestTimeoutRejectIsPrompt(t *testing.T) {
 			out := make(chan answer, 2)
 			var wg sync.WaitGroup
 			send(s, "busy", rowsRequest(1, 0), out, &wg)
-			time.Sleep(300 * time.Millisecond) // busy is executing (for 4 s)
+			waitExecuting(t, s, 1) // for 4 s
 			start := time.Now()
 			req := rowsRequest(1, 0)
 			req.Timeout = c.timeout
@@ -130,7 +152,7 @@ func TestTimeoutRejectIsPrompt(t *testing.T) {
 	out := make(chan answer, 2)
 	var wg sync.WaitGroup
 	send(s, "busy", rowsRequest(1, 0), out, &wg)
-	time.Sleep(20 * time.Millisecond)
+	waitExecuting(t, s, 1)
 	req := rowsRequest(1, 0)
 	req.Timeout = time.Millisecond
 	if _, err := s.Infer(context.Background(), req); err != nil {
@@ -142,11 +164,12 @@ func TestTimeoutRejectIsPrompt(t *testing.T) {
 // TestTimeoutDelay: under timeout_action DELAY a request past its timeout
 // is not refused but runs after the requests of its level that are not.
 func TestTimeoutDelay(t *testing.T) {
-	s := newQueued(t, 0, "150000", &Dynamic{Levels: []QueuePolicy{{Timeout: time.Hour, Delay: true, AllowOverride: true}}})
+	// busy runs 1 s: long enough on a loaded machine for the other two to queue behind it.
+	s := newQueued(t, 0, "1000000", &Dynamic{Levels: []QueuePolicy{{Timeout: time.Hour, Delay: true, AllowOverride: true}}})
 	out := make(chan answer, 3)
 	var wg sync.WaitGroup
 	send(s, "busy", rowsRequest(1, 0), out, &wg)
-	time.Sleep(20 * time.Millisecond)
+	waitExecuting(t, s, 1)
 	late := rowsRequest(1, 0)
 	late.Timeout = time.Millisecond // past it when the instance frees
 	send(s, "late", late, out, &wg)
@@ -171,14 +194,15 @@ func TestTimeoutDelay(t *testing.T) {
 // before one of a lower level queued earlier; a priority the model lacks
 // means its default level; each level has its own queue policy.
 func TestPriorityLevels(t *testing.T) {
-	s := newQueued(t, 0, "100000", &Dynamic{
+	// busy runs 1 s: long enough on a loaded machine for the rest to queue behind it.
+	s := newQueued(t, 0, "1000000", &Dynamic{
 		Levels:       []QueuePolicy{{}, {MaxQueueSize: 1}},
 		DefaultLevel: 2,
 	})
 	out := make(chan answer, 3)
 	var wg sync.WaitGroup
 	send(s, "busy", rowsRequest(1, 0), out, &wg)
-	time.Sleep(20 * time.Millisecond)
+	waitExecuting(t, s, 1)
 	low := rowsRequest(1, 0)
 	low.Priority = 9 // no such level: the default, 2
 	send(s, "low", low, out, &wg)
