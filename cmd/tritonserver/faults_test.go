@@ -113,7 +113,7 @@ func TestShutdownWithStuckExecution(t *testing.T) {
 		resp.Body.Close()
 		httpAns <- answer{code: resp.StatusCode, body: string(b)}
 	}()
-	time.Sleep(300 * time.Millisecond) // both are executing (2 instances)
+	time.Sleep(time.Second) // both are executing (2 instances; they hang, so waiting longer only costs time)
 	start := time.Now()
 	cancel()
 	select {

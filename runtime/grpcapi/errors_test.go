@@ -45,7 +45,7 @@ max_batch_size: 0
 input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
 dynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true } }
-parameters { key: "fake_delay_us" value { string_value: "800000" } }
+parameters { key: "fake_delay_us" value { string_value: "3000000" } }
 `})
 	req := func(params map[string]*pb.InferParameter) *pb.ModelInferRequest {
 		return &pb.ModelInferRequest{ModelName: "slow", Parameters: params,
@@ -57,7 +57,9 @@ parameters { key: "fake_delay_us" value { string_value: "800000" } }
 		_, err := e.client.ModelInfer(context.Background(), req(nil))
 		busy <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The busy request runs 3 s; on a loaded machine its call may take a
+	// while to reach the server, and the timed one must queue behind it.
+	time.Sleep(500 * time.Millisecond)
 	_, err := e.client.ModelInfer(context.Background(), req(map[string]*pb.InferParameter{
 		"timeout": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 50000}}}))
 	if st := grpcstatus.Convert(err); st.Code() != codes.Unavailable || st.Message() != "Request timeout expired" {

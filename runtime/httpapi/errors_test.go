@@ -107,7 +107,7 @@ max_batch_size: 0
 input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
 output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
 dynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 allow_timeout_override: true } }
-parameters { key: "fake_delay_us" value { string_value: "800000" } }
+parameters { key: "fake_delay_us" value { string_value: "3000000" } }
 `}, 0)
 	body := func(params string) []byte {
 		return []byte(`{"parameters":{` + params + `},"inputs":[{"name":"INPUT__0","shape":[4],"datatype":"FP32","data":[1,2,3,4]}]}`)
@@ -117,7 +117,9 @@ parameters { key: "fake_delay_us" value { string_value: "800000" } }
 		r, _ := e.do(t, "POST", "/v2/models/slow/infer", body(`"x":1`), nil)
 		busy <- r.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The busy request runs 3 s; on a loaded machine its call may take a
+	// while to reach the server, and the timed one must queue behind it.
+	time.Sleep(500 * time.Millisecond)
 	r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":50000,"priority":1`), nil)
 	if r.StatusCode != 503 || string(b) != `{"error":"Request timeout expired"}` {
 		t.Errorf("queued request with timeout 50ms: %d %s", r.StatusCode, b)

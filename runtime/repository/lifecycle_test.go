@@ -158,7 +158,7 @@ func TestStuckUnloadDoesNotBlockOtherLoads(t *testing.T) {
 	mod := mustGet(t, mgr, "stuck")
 	inferred := make(chan error, 1)
 	go func() { _, _, err := mgr.Infer(ctx, mod, -1, oneRow(), time.Now()); inferred <- err }()
-	time.Sleep(100 * time.Millisecond) // the request is executing
+	time.Sleep(500 * time.Millisecond) // the request is executing (it hangs; generous for a loaded machine)
 	unloaded := make(chan error, 1)
 	start := time.Now()
 	go func() { unloaded <- mgr.Unload(ctx, "stuck") }()
