@@ -31,7 +31,7 @@ DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 z
 	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
 	libtorch-dev python3 python3-torch python3-numpy python3-venv \
 	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk \
-	python3-fastapi python3-uvicorn \
+	python3-fastapi python3-uvicorn python3-torchvision \
 	meson patchelf $(PYTORCH_DFSG_PACKAGES)
 
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -180,12 +181,15 @@ func rawOutput(t *testing.T, resp *inference.ModelInferResponse, name string) []
 	return nil
 }
 
-func near(got []float64, want []float32) bool {
+func near(got []float64, want []float32) bool { return nearWithin(got, want, 1e-5) }
+
+// nearWithin reports whether got is want to within tol in every element.
+func nearWithin(got []float64, want []float32, tol float64) bool {
 	if len(got) != len(want) {
 		return false
 	}
 	for i := range got {
-		if math.Abs(got[i]-float64(want[i])) > 1e-5 {
+		if math.Abs(got[i]-float64(want[i])) > tol {
 			return false
 		}
 	}
@@ -695,5 +699,77 @@ func TestLoadFilesPartialStubRestart(t *testing.T) {
 	}
 	if n := filesLeft(); n != 0 {
 		t.Fatalf("%d override directories after unloading, want 0", n)
+	}
+}
+
+// hubPrepare is what the test's machine lacks to let torch.hub work
+// offline: a hub repository whose hubconf.py takes torchvision's models
+// from the distribution's python3-torchvision, and the IMAGENET1K_V2
+// weights file under its URL's name (random weights; torch.hub checks a
+// hash only when it downloads). It also writes the torchvision forward of
+// the test's input, for comparison.
+const hubPrepare = `
+import sys, numpy as np, torch, torchvision
+home = sys.argv[1]
+torch.manual_seed(7)
+net = torchvision.models.resnet50().eval()
+torch.save(net.state_dict(), home + "/hub/checkpoints/resnet50-11ad3fa6.pth")
+x = torch.rand(2, 3, 64, 64)
+with torch.no_grad():
+    y = net(x)
+x.numpy().tofile(home + "/x.f32")
+y.numpy().tofile(home + "/y.f32")
+`
+
+// TestPythonExampleTorchHub is python_backend's instance_kind example in
+// our own model: a ResNet50 that initialize fetches with torch.hub (from a
+// hub cache prepared under TORCH_HOME, which the stub inherits) answers a
+// batch of two images over HTTP and gRPC with torchvision's own forward.
+func TestPythonExampleTorchHub(t *testing.T) {
+	testenv.NeedPython(t, "/usr/bin/python3", "numpy", "torch", "torchvision")
+	home := t.TempDir()
+	for _, d := range []string{"hub/pytorch_vision_v0.14.1", "hub/checkpoints"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hubconf := "dependencies = [\"torch\"]\nfrom torchvision.models import resnet50  # noqa: F401\n"
+	if err := os.WriteFile(filepath.Join(home, "hub/pytorch_vision_v0.14.1/hubconf.py"), []byte(hubconf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/usr/bin/python3", "-c", hubPrepare, home).CombinedOutput(); err != nil {
+		t.Fatalf("preparing the hub cache: %v\n%s", err, out)
+	}
+	x, err := os.ReadFile(filepath.Join(home, "x.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(filepath.Join(home, "y.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, len(y)/4)
+	for i, v := range fp32From(y) {
+		want[i] = float32(v)
+	}
+	t.Setenv("TORCH_HOME", home)
+	s := startExamples(t, []string{"hub_resnet"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	shape := []int64{2, 3, 64, 64}
+	resp, err := s.client().ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "hub_resnet",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "IMAGE", Datatype: "FP32", Shape: shape}},
+		RawInputContents: [][]byte{x}})
+	if err != nil {
+		t.Fatalf("gRPC: %v", err)
+	}
+	if !nearWithin(fp32From(rawOutput(t, resp, "SCORES")), want, 1e-4) || !slices.Equal(resp.Outputs[0].Shape, []int64{2, 1000}) {
+		t.Errorf("gRPC: shape %v, scores differ from torchvision's forward", resp.Outputs[0].Shape)
+	}
+	code, out := s.inferHTTP(t, "hub_resnet", map[string]any{
+		"inputs": []jsonTensor{{Name: "IMAGE", Datatype: "FP32", Shape: shape, Data: fp32From(x)}}})
+	if code != 200 || !nearWithin(out.output(t, "SCORES"), want, 1e-4) {
+		t.Errorf("HTTP: %d, scores differ from torchvision's forward", code)
 	}
 }
