@@ -65,14 +65,7 @@ func TestStreamCancelledWhileQueuedCountsOnce(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { _, _, _, err := collect(context.Background(), s, int32Request(1)); first <- err }()
 	<-be.started
-	ctx, cancel := context.WithCancel(context.Background())
-	second := make(chan error, 1)
-	go func() { _, _, _, err := collect(ctx, s, int32Request(2)); second <- err }()
-	waitQueued(t, s, 1)
-	cancel()
-	if err := <-second; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stream of a client that left: %v", err)
-	}
+	leaveWhileQueued(t, s)
 	close(be.release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -256,14 +249,7 @@ func TestStreamUnloadAnswersEachRequestOnce(t *testing.T) {
 		first <- outcome{errs, err}
 	}()
 	<-be.started
-	ctx, cancel := context.WithCancel(context.Background())
-	second := make(chan error, 1)
-	go func() { _, _, _, err := collect(ctx, s, int32Request(2)); second <- err }()
-	waitQueued(t, s, 1)
-	cancel()
-	if err := <-second; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stream of a client that left: %v", err)
-	}
+	leaveWhileQueued(t, s)
 	uctx, ucancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer ucancel()
 	_ = s.Close(uctx) // the execution never returns: Close gives up on it
@@ -274,5 +260,20 @@ func TestStreamUnloadAnswersEachRequestOnce(t *testing.T) {
 	st := s.Stats()
 	if st.Failures[Canceled] != 1 || st.Failures[Other] != 1 || st.Fail.Count != 2 || s.pending.Load() != 0 {
 		t.Errorf("failures %v (fail count %d), pending %d; want one CANCELED and one OTHER", st.Failures, st.Fail.Count, s.pending.Load())
+	}
+}
+
+// leaveWhileQueued streams a second request behind the one executing and
+// cancels it while it waits in the queue, as a client that leaves does; its
+// stream must end with the context's error.
+func leaveWhileQueued(t *testing.T, s *Scheduler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() { _, _, _, err := collect(ctx, s, int32Request(2)); second <- err }()
+	waitQueued(t, s, 1)
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream of a client that left: %v", err)
 	}
 }
