@@ -270,13 +270,19 @@ parameters { key: "INTRA_OP_THREAD_COUNT" value { string_value: "1" } }
 	return bes, nil
 }
 
+// serve serves h as cmd/tritonserver serves its HTTP frontend: an
+// http.Server and listener under the frontend's default Limits (header and
+// idle timeouts, connection bound). The floor and the server use it alike,
+// so both pay the same per-request deadlines and the server runs under its
+// real settings.
 func serve(h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(ln) }()
+	var lim httpapi.Limits
+	srv := lim.NewHTTPServer(h)
+	go func() { _ = srv.Serve(lim.Listener(ln)) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
