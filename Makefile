@@ -24,13 +24,15 @@ PYTORCH_DFSG_PACKAGES := python3-yaml python3-typing-extensions libprotobuf-dev 
 # Everything the builds and tests use, from the distribution's packages:
 # compilers and build tools, the report's host packages, LLVM 15 and libtorch
 # 1.13.1 for the quick profile, python with torch and numpy for the python
-# backend, and the real registry, image and cache tools the tests drive.
+# backend, the real registry, image and cache tools the tests drive, and the
+# outside load generators bench/serving runs (wrk; nghttp2-client's h2load,
+# one client for both gRPC and HTTP).
 DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 zip unzip patch \
 	pkg-config ca-certificates libssl-dev libbz2-dev libreadline-dev libsqlite3-dev \
 	libncurses5-dev libncursesw5-dev tk-dev libffi-dev liblzma-dev libxml2-dev libxmlsec1-dev \
 	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
 	libtorch-dev python3 python3-torch python3-numpy python3-venv \
-	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk \
+	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk nghttp2-client \
 	python3-fastapi python3-uvicorn python3-torchvision \
 	meson patchelf $(PYTORCH_DFSG_PACKAGES)
 

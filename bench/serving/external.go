@@ -2,18 +2,21 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 )
@@ -57,10 +60,49 @@ func wrkScript(dir string, c wrkCase) (string, error) {
 }
 
 var (
-	wrkP50  = regexp.MustCompile(`(?m)^\s+50%\s+([0-9.]+)(us|ms|s)\s*$`)
-	wrkRate = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
-	wrkBad  = regexp.MustCompile(`(?m)^\s+(Non-2xx or 3xx responses|Socket errors):`)
+	wrkP50   = regexp.MustCompile(`(?m)^\s+50%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkRate  = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	wrkCount = regexp.MustCompile(`(?m)^\s+([0-9]+) requests in `)
+	wrkBad   = regexp.MustCompile(`(?m)^\s+(Non-2xx or 3xx responses|Socket errors):`)
 )
+
+// clientRun is one run of an outside load generator: what it printed and
+// the CPU time it and this process (every server but the FastAPI peer)
+// used meanwhile.
+type clientRun struct {
+	out                  []byte
+	clientCPU, serverCPU time.Duration
+}
+
+// runClient runs a load generator to its end.
+func runClient(name string, args ...string) (clientRun, error) {
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cpu0 := processCPU()
+	out, err := cmd.Output()
+	r := clientRun{out: out, serverCPU: processCPU() - cpu0}
+	if err != nil {
+		return r, fmt.Errorf("%s: %w\n%s%s", filepath.Base(name), err, out, stderr.Bytes())
+	}
+	r.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return r, nil
+}
+
+// perRequest divides a run's CPU times by the requests it completed.
+func (r clientRun) perRequest(res *result, n int) {
+	if n > 0 {
+		res.cpu, res.clientCPU = r.serverCPU/time.Duration(n), r.clientCPU/time.Duration(n)
+	}
+}
+
+// clientThreads is the load generators' thread count at concurrency conc:
+// one per core of this 2-core machine, never more than connections.
+func clientThreads(conc int) string { return strconv.Itoa(min(conc, 2)) }
+
+// durationSeconds is d in whole seconds (at least 1), as wrk and h2load
+// take it.
+func durationSeconds(d time.Duration) string { return strconv.Itoa(max(int(d.Seconds()), 1)) }
 
 // runWrk drives c with wrk at concurrency conc for d and returns p50 and
 // throughput.
@@ -69,49 +111,54 @@ func runWrk(wrk, dir string, c wrkCase, conc int, d time.Duration) (result, erro
 	if err != nil {
 		return result{}, err
 	}
-	threads := min(conc, 2)
-	out, err := exec.Command(wrk, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conc),
-		"-d"+strconv.Itoa(max(int(d.Seconds()), 1))+"s", "--latency", "-s", script, c.url).CombinedOutput()
+	run, err := runClient(wrk, "-t"+clientThreads(conc), "-c"+strconv.Itoa(conc),
+		"-d"+durationSeconds(d)+"s", "--latency", "-s", script, c.url)
 	if err != nil {
-		return result{}, fmt.Errorf("wrk %s: %w\n%s", c.name, err, out)
+		return result{}, fmt.Errorf("wrk %s: %w", c.name, err)
 	}
+	out := run.out
 	if wrkBad.Match(out) {
 		return result{}, fmt.Errorf("wrk %s: errors or non-2xx answers:\n%s", c.name, out)
 	}
-	m, r := wrkP50.FindSubmatch(out), wrkRate.FindSubmatch(out)
-	if m == nil || r == nil {
+	m, r, n := wrkP50.FindSubmatch(out), wrkRate.FindSubmatch(out), wrkCount.FindSubmatch(out)
+	if m == nil || r == nil || n == nil {
 		return result{}, fmt.Errorf("wrk %s: unexpected output:\n%s", c.name, out)
 	}
 	v, _ := strconv.ParseFloat(string(m[1]), 64)
 	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(m[2])]
 	rate, _ := strconv.ParseFloat(string(r[1]), 64)
-	return result{p50: time.Duration(v * unit), throughput: rate}, nil
+	count, _ := strconv.Atoi(string(n[1]))
+	res := result{p50: time.Duration(v * unit), throughput: rate}
+	run.perRequest(&res, count)
+	return res, nil
 }
 
-// runGhz drives ModelInfer on addr with ghz at concurrency conc for d,
-// the request as protojson, over at most 4 connections (as the in-process
-// gRPC case).
+// runGhz drives ModelInfer on addr with ghz at concurrency conc for d, as
+// light as ghz can be made: the request pre-serialized (-B) rather than
+// JSON turned into a dynamic message, no call-template processing (which
+// otherwise runs for every call and doubles ghz's CPU per request), and
+// one connection per worker, as wrk and h2load have. Every call still goes
+// through ghz's dynamic-message stub and its per-call result channel; its
+// CPU per request is reported beside the server's.
 func runGhz(ghz, protoDir, dir, addr string, req *pb.ModelInferRequest, conc int, d time.Duration) (result, error) {
-	data, err := protojson.Marshal(req)
+	data, err := proto.Marshal(req)
 	if err != nil {
 		return result{}, err
 	}
-	df := filepath.Join(dir, "ghz-"+req.ModelName+".json")
+	df := filepath.Join(dir, "ghz-"+req.ModelName+".bin")
 	if err := os.WriteFile(df, data, 0o644); err != nil {
 		return result{}, err
 	}
-	args := []string{"--insecure", "--proto", filepath.Join(protoDir, "grpc_service.proto"), "-i", protoDir,
-		"--call", "inference.GRPCInferenceService/ModelInfer", "-D", df,
-		"-c", strconv.Itoa(conc), "--connections", strconv.Itoa(min(conc, grpcConns)),
-		"-z", d.String(), "-O", "json", addr}
-	var stderr bytes.Buffer
-	cmd := exec.Command(ghz, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	run, err := runClient(ghz, "--insecure", "--proto", filepath.Join(protoDir, "grpc_service.proto"), "-i", protoDir,
+		"--call", "inference.GRPCInferenceService/ModelInfer", "-B", df,
+		"--disable-template-functions", "--disable-template-data",
+		"-c", strconv.Itoa(conc), "--connections", strconv.Itoa(conc),
+		"-z", d.String(), "-O", "json", addr)
 	if err != nil {
-		return result{}, fmt.Errorf("ghz: %w\n%s%s", err, out, stderr.Bytes())
+		return result{}, err
 	}
 	var rep struct {
+		Count          int            `json:"count"`
 		Rps            float64        `json:"rps"`
 		StatusCodeDist map[string]int `json:"statusCodeDistribution"`
 		Latencies      []struct {
@@ -119,7 +166,7 @@ func runGhz(ghz, protoDir, dir, addr string, req *pb.ModelInferRequest, conc int
 			Latency    int64 `json:"latency"`
 		} `json:"latencyDistribution"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
+	if err := json.Unmarshal(run.out, &rep); err != nil {
 		return result{}, fmt.Errorf("ghz output: %w", err)
 	}
 	// Calls still in flight when the duration ends are cut off (at most
@@ -139,6 +186,108 @@ func runGhz(ghz, protoDir, dir, addr string, req *pb.ModelInferRequest, conc int
 			res.p50 = time.Duration(l.Latency)
 		}
 	}
+	run.perRequest(&res, rep.Count)
+	return res, nil
+}
+
+// h2Case is one target for h2load: a POST of body with headers, over
+// HTTP/1.1 (h1) or HTTP/2 without upgrade (h2c, gRPC's transport).
+type h2Case struct {
+	name, url string
+	body      []byte
+	header    map[string]string
+	h1        bool
+	// streams is the requests each connection keeps in flight (HTTP/2
+	// only); 0 means one.
+	streams int
+	// minBody is the least body a successful answer carries: gRPC answers
+	// an error with a 200 and no message, so a client-side status count
+	// cannot tell success.
+	minBody int
+}
+
+// grpcCase is ModelInfer with req as an h2load target on addr: the
+// message framed as gRPC frames it (a zero compression flag and a
+// big-endian length), the headers a gRPC client sends.
+func grpcCase(name, addr string, req *pb.ModelInferRequest, streams int) (h2Case, error) {
+	msg, err := proto.Marshal(req)
+	if err != nil {
+		return h2Case{}, err
+	}
+	body := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	return h2Case{
+		name: name, url: "http://" + addr + "/inference.GRPCInferenceService/ModelInfer",
+		body:    append(body, msg...),
+		header:  map[string]string{"content-type": "application/grpc", "te": "trailers"},
+		streams: streams,
+		// The frame header and one output's raw contents.
+		minBody: 5 + 4*outputs,
+	}, nil
+}
+
+var (
+	h2Done    = regexp.MustCompile(`(?m)^requests: \d+ total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
+	h2Rate    = regexp.MustCompile(`(?m)^finished in [0-9.]+m?s, ([0-9.]+) req/s`)
+	h2Data    = regexp.MustCompile(`(?m)^traffic: .*\((\d+)\) data`)
+	h2Request = regexp.MustCompile(`(?m)^time for request:\s+\S+\s+\S+\s+([0-9.]+)(us|ms|s)\s`)
+)
+
+// runH2load drives c with h2load at concurrency conc (conc/streams
+// connections) for d. served is the model's count of successful requests
+// on the server: h2load counts a 2xx as success, which a gRPC error also
+// is, so the run fails unless the server served at least as many requests
+// as h2load saw succeed and every answer carried a response body. (The
+// count can also take in requests of the previous client still in flight
+// when it ended, at most its concurrency: a bound, not an exact match.)
+// h2load prints no percentiles; p50 holds its mean time per request.
+func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served func() uint64) (result, error) {
+	streams := max(c.streams, 1)
+	conns := max(conc/streams, 1)
+	df := filepath.Join(dir, "h2load-"+c.name+".body")
+	if err := os.WriteFile(df, c.body, 0o644); err != nil {
+		return result{}, err
+	}
+	args := []string{"-t" + clientThreads(conns), "-c" + strconv.Itoa(conns), "-m" + strconv.Itoa(streams),
+		"-D" + durationSeconds(d), "-d", df}
+	if c.h1 {
+		args = append(args, "--h1")
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.header)) {
+		args = append(args, "-H", k+": "+c.header[k])
+	}
+	before := served()
+	run, err := runClient(h2load, append(args, c.url)...)
+	after := served()
+	if err != nil {
+		return result{}, fmt.Errorf("h2load %s: %w", c.name, err)
+	}
+	out := run.out
+	m, r, b, t := h2Done.FindSubmatch(out), h2Rate.FindSubmatch(out), h2Data.FindSubmatch(out), h2Request.FindSubmatch(out)
+	if m == nil || r == nil || b == nil || t == nil {
+		return result{}, fmt.Errorf("h2load %s: unexpected output:\n%s", c.name, out)
+	}
+	n := make([]int, 6)
+	for i := range n {
+		n[i], _ = strconv.Atoi(string(m[i+1]))
+	}
+	started, done, ok, bad := n[0], n[1], n[2], n[3]+n[4]+n[5]
+	data, _ := strconv.Atoi(string(b[1]))
+	switch {
+	case ok == 0 || bad > 0 || ok < done:
+		return result{}, fmt.Errorf("h2load %s: %d of %d requests failed:\n%s", c.name, done-ok, done, out)
+	case after-before < uint64(ok):
+		return result{}, fmt.Errorf("h2load %s: the server served %d requests, h2load counts %d succeeded of %d started:\n%s",
+			c.name, after-before, ok, started, out)
+	case data < ok*c.minBody:
+		return result{}, fmt.Errorf("h2load %s: %d bytes of response bodies for %d requests (at least %d each):\n%s",
+			c.name, data, ok, c.minBody, out)
+	}
+	v, _ := strconv.ParseFloat(string(t[1]), 64)
+	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(t[2])]
+	rate, _ := strconv.ParseFloat(string(r[1]), 64)
+	res := result{p50: time.Duration(v * unit), throughput: rate}
+	run.perRequest(&res, done)
 	return res, nil
 }
 
@@ -173,4 +322,197 @@ func startFastAPI(python, script, model string) (url string, stop func(), err er
 	}
 	stop()
 	return "", nil, fmt.Errorf("the FastAPI peer did not start:\n%s", logs.Bytes())
+}
+
+// servers are what the outside clients drive: the floor, tritonserver's
+// HTTP and gRPC frontends (served counts a model's successful requests),
+// and the model.pt the FastAPI peer loads.
+type servers struct {
+	floor, triton string
+	grpc          *grpcBench
+	served        func(model string) uint64
+	fastAPIModel  string
+}
+
+// external measures the same servers with outside load generators
+// (separate processes): wrk for HTTP against the floor; h2load, one client
+// for both gRPC (h2c) and HTTP binary (HTTP/1.1, as Triton serves it), over
+// the same connections with one request in flight on each, which is what
+// the gRPC goal compares; ghz, the gRPC client the issue names, whose
+// figure is printed beside it with its CPU per request; and the FastAPI +
+// uvicorn peer under wrk.
+func external(o options, dir string, srv servers, jsonBody, binBody []byte, binHdr map[string]string) ([]goal, error) {
+	for _, tool := range []string{o.wrk, o.h2load} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s not found (-wrk, -h2load, or -external=false): %w", tool, err)
+		}
+	}
+	selected := func(name string) bool { return o.cases == nil || o.cases[name] }
+	infer := func(m string) string { return srv.triton + "/v2/models/" + m + "/infer" }
+	wrkCases := func(c int) []wrkCase {
+		m := o.modelFor(c)
+		// Compared cases next to each other, as in the in-process rounds.
+		cs := []wrkCase{
+			{name: "floor-json", url: srv.floor, body: jsonBody},
+			{name: "triton-json", url: infer(m), body: jsonBody},
+		}
+		if c == 1 {
+			cs = append(cs, wrkCase{name: "floor+fwd-json", url: srv.floor + "/forward1", body: jsonBody})
+		}
+		cs = append(cs, wrkCase{name: "floor-bin", url: srv.floor, body: binBody, header: binHdr},
+			wrkCase{name: "triton-bin", url: infer(m), body: binBody, header: binHdr})
+		if c == 1 {
+			cs = append(cs, wrkCase{name: "floor+fwd-bin", url: srv.floor + "/forward1", body: binBody, header: binHdr})
+		}
+		return slices.DeleteFunc(cs, func(wc wrkCase) bool { return !selected(wc.name) })
+	}
+	h2Cases := func(c int) ([]h2Case, error) {
+		m := o.modelFor(c)
+		var cs []h2Case
+		if selected("triton-bin") {
+			cs = append(cs, h2Case{name: "triton-bin", url: infer(m), body: binBody, header: binHdr, h1: true, minBody: 4 * outputs})
+		}
+		if !selected("triton-grpc") {
+			return cs, nil
+		}
+		g, err := grpcCase("triton-grpc", srv.grpc.addr, srv.grpc.reqs[m], 1)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, g)
+		if c > grpcConns {
+			// How gRPC clients load a server: a few connections, many
+			// streams on each (the in-process case's layout). Printed, not
+			// a goal: HTTP/1.1 has nothing to compare it with.
+			mux, err := grpcCase("triton-grpc-mux", srv.grpc.addr, srv.grpc.reqs[m], c/grpcConns)
+			if err != nil {
+				return nil, err
+			}
+			cs = append(cs, mux)
+		}
+		return cs, nil
+	}
+	var fastURL string
+	if o.fastapi != "" && o.backend == "pytorch" && selected("fastapi-json") { // the peer serves model.pt
+		var stop func()
+		var err error
+		fastURL, stop, err = startFastAPI(o.python, o.fastapi, srv.fastAPIModel)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	haveGhz := selected("triton-grpc")
+	if _, err := os.Stat(o.ghz); haveGhz && err != nil {
+		fmt.Printf("ghz not found at %s (make ghz): no ghz figures\n", o.ghz)
+		haveGhz = false
+	}
+	res := map[string]map[int][]result{}
+	add := func(name string, c int, r result) {
+		if res[name] == nil {
+			res[name] = map[int][]result{}
+		}
+		res[name][c] = append(res[name][c], r)
+	}
+	for r := 0; r < o.rounds; r++ {
+		for _, c := range o.conc {
+			wcs := wrkCases(c)
+			hcs, err := h2Cases(c)
+			if err != nil {
+				return nil, err
+			}
+			if r%2 == 1 {
+				slices.Reverse(wcs)
+				slices.Reverse(hcs)
+			}
+			for _, wc := range wcs {
+				x, err := runWrk(o.wrk, dir, wc, c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("wrk "+wc.name, c, x)
+			}
+			for _, hc := range hcs {
+				m := o.modelFor(c)
+				x, err := runH2load(o.h2load, dir, hc, c, o.duration, func() uint64 { return srv.served(m) })
+				if err != nil {
+					return nil, err
+				}
+				add("h2load "+hc.name, c, x)
+			}
+			if haveGhz {
+				x, err := runGhz(o.ghz, "runtime/modelconfig", dir, srv.grpc.addr, srv.grpc.reqs[o.modelFor(c)], c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("ghz triton-grpc", c, x)
+			}
+			if fastURL != "" {
+				x, err := runWrk(o.wrk, dir, wrkCase{name: "fastapi-json", url: fastURL + "/v2/models/simple_linear/infer", body: jsonBody}, c, o.duration)
+				if err != nil {
+					return nil, err
+				}
+				add("wrk fastapi-json", c, x)
+			}
+		}
+	}
+	fmt.Printf("\noutside load generators, medians of %d rounds: wrk -t1/2 (Lua script); h2load -t1/2, HTTP binary over HTTP/1.1 and gRPC over h2c,\n", o.rounds)
+	fmt.Printf("one connection per client with one request in flight (-mux: %d connections, conc/%d streams each; p50 is h2load's mean);\n", grpcConns, grpcConns)
+	fmt.Printf("ghz -B (pre-serialized request), no call templates, one connection per worker. Server CPU: this process's (FastAPI: not counted)\n")
+	fmt.Printf("%-24s %5s %10s %12s %12s %12s\n", "case", "conc", "p50 us", "req/s", "client us/req", "server us/req")
+	med := map[string]map[int]result{}
+	for _, n := range slices.Sorted(maps.Keys(res)) {
+		med[n] = map[int]result{}
+		for _, c := range o.conc {
+			if len(res[n][c]) == 0 {
+				continue
+			}
+			m := median(res[n][c])
+			med[n][c] = m
+			server := fmt.Sprintf("%.1f", us(m.cpu))
+			if strings.HasSuffix(n, "fastapi-json") {
+				server = "-"
+			}
+			fmt.Printf("%-24s %5d %10.1f %12.0f %12.1f %12s\n", n, c, us(m.p50), m.throughput, us(m.clientCPU), server)
+		}
+	}
+	var goals []goal
+	maxConc := slices.Max(o.conc)
+	for _, kind := range []string{"json", "bin"} {
+		if tr, ok := res["wrk triton-"+kind][1]; ok {
+			over := paired(tr, res["wrk floor+fwd-"+kind][1], p50Over)
+			fmt.Printf("wrk conc 1 %s: p50 over floor+fwd %+.1f us\n", kind, over)
+			goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute", client: "wrk", measured: over, limit: 20, atMost: true, unit: "us"})
+		}
+	}
+	if maxConc > 1 {
+		tb := res["wrk triton-bin"][maxConc]
+		wr := paired(tb, res["wrk floor-bin"][maxConc], throughputRatio)
+		fmt.Printf("wrk conc %d bin: throughput triton/floor %.2f\n", maxConc, wr)
+		goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor", maxConc), client: "wrk", measured: wr, limit: 0.75})
+		hg, hb := res["h2load triton-grpc"][maxConc], res["h2load triton-bin"][maxConc]
+		ratio := paired(hg, hb, throughputRatio)
+		if len(hg) > 0 && len(hb) > 0 {
+			g, b := med["h2load triton-grpc"][maxConc], med["h2load triton-bin"][maxConc]
+			fmt.Printf("h2load conc %d: throughput gRPC/HTTP binary %.2f; server CPU per request gRPC %.1f us, HTTP binary %.1f us (%.2fx); h2load's own %.1f / %.1f us\n",
+				maxConc, ratio, us(g.cpu), us(b.cpu), paired(hg, hb, cpuRatio), us(g.clientCPU), us(b.clientCPU))
+		}
+		goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput", maxConc), client: "h2load, both", measured: ratio, limit: 1})
+		if g, ok := res["ghz triton-grpc"][maxConc]; ok && len(tb) > 0 {
+			gm, wm := med["ghz triton-grpc"][maxConc], med["wrk triton-bin"][maxConc]
+			// Not a goal: it compares the clients as much as the servers
+			// (ghz spends several times wrk's CPU per request, on the same
+			// two cores as the server).
+			fmt.Printf("ghz vs wrk, conc %d: throughput gRPC (ghz) / HTTP binary (wrk) %.2f; CPU per request ghz %.1f us (server %.1f), wrk %.1f us (server %.1f)\n",
+				maxConc, paired(g, tb, throughputRatio), us(gm.clientCPU), us(gm.cpu), us(wm.clientCPU), us(wm.cpu))
+		}
+	}
+	for _, c := range o.conc {
+		if f, ok := med["wrk fastapi-json"][c]; ok {
+			t := med["wrk triton-json"][c]
+			fmt.Printf("FastAPI peer, conc %d, JSON: %.0f req/s, p50 %.1f us; tritonserver JSON %.0f req/s (%.1fx), p50 %.1f us (%.1fx lower)\n",
+				c, f.throughput, us(f.p50), t.throughput, t.throughput/f.throughput, us(t.p50), float64(f.p50)/float64(max(t.p50, 1)))
+		}
+	}
+	return goals, nil
 }

@@ -11,7 +11,11 @@ import (
 // goal is one of issue 18's targets, stated as a ratio or a difference of
 // figures measured in the same run.
 type goal struct {
-	name     string
+	name string
+	// client is what sent the requests: "in-process" (Go clients in this
+	// process, beside the servers) or the outside load generator; a
+	// ratio's two sides always share it.
+	client   string
 	measured float64
 	limit    float64
 	atMost   bool // measured <= limit (else >=)
@@ -30,9 +34,10 @@ func (g goal) met() bool {
 func report(goals []goal) int {
 	missed := 0
 	fmt.Println("goals (issue 18):")
+	fmt.Printf("  %-48s %-14s %s\n", "goal", "client", "measured")
 	for _, g := range goals {
 		if math.IsNaN(g.measured) {
-			fmt.Printf("  %-58s not measured (-cases)\n", g.name)
+			fmt.Printf("  %-48s %-14s not measured (-cases)\n", g.name, g.client)
 			continue
 		}
 		op, verdict := ">=", "met"
@@ -43,7 +48,7 @@ func report(goals []goal) int {
 			verdict = "MISSED"
 			missed++
 		}
-		fmt.Printf("  %-58s %9.2f%s %s %.2f%s  %s\n", g.name, g.measured, g.unit, op, g.limit, g.unit, verdict)
+		fmt.Printf("  %-48s %-14s %9.2f%s %s %.2f%s  %s\n", g.name, g.client, g.measured, g.unit, op, g.limit, g.unit, verdict)
 	}
 	return missed
 }

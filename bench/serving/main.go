@@ -43,6 +43,12 @@
 // throughput ratio, which depends on how much of the cores the process
 // got.
 //
+// With -external (the default) outside load generators drive the same
+// servers too: wrk (HTTP, and the floor), h2load (gRPC and HTTP binary with
+// the one client, which the outside gRPC goal compares), ghz (gRPC, printed
+// beside it) and the FastAPI peer under wrk; each such case reports its
+// client's CPU per request and this process's (the servers').
+//
 // -backend pytorch writes simple_linear's model.pt with /usr/bin/python3
 // (-python) and the repository's make_model.py (-make-model) unless -model
 // gives one.
@@ -101,6 +107,7 @@ type options struct {
 	cpuProfile  string
 	wrk         string
 	ghz         string
+	h2load      string
 	fastapi     string
 	external    bool
 	goals       bool
@@ -130,9 +137,10 @@ func main() {
 	flag.BoolVar(&o.external, "external", true, "also measure with outside load generators (wrk, ghz) and the FastAPI peer")
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
 	flag.StringVar(&o.ghz, "ghz", "out/bin/ghz", "ghz binary (make ghz builds it from bench/tools)")
+	flag.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client): one outside client for both gRPC and HTTP binary")
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
 	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
-	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk cases, and triton-grpc / fastapi-json the ghz and FastAPI ones; goals whose cases did not run are not checked)")
+	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk and h2load cases of the same names, and fastapi-json the FastAPI peer; triton-grpc selects ghz too; goals whose cases did not run are not checked)")
 	flag.Parse()
 	if cases != "" {
 		o.cases = map[string]bool{}
@@ -354,10 +362,13 @@ func (f *floorForward) handler(rows int) http.HandlerFunc {
 type result struct {
 	p50, p99   time.Duration
 	throughput float64
-	// cpu is the process's CPU time (user + system, clients and servers
-	// together) per completed request, in-process cases only: unlike
-	// throughput it does not move when other processes take the cores.
+	// cpu is the process's CPU time (user + system) per completed request:
+	// in-process cases, clients and servers together; with an outside
+	// client, the servers' alone. Unlike throughput it does not move when
+	// other processes take the cores.
 	cpu time.Duration
+	// clientCPU is an outside load generator's CPU time per request.
+	clientCPU time.Duration
 }
 
 type target struct {
@@ -689,7 +700,7 @@ func run(o options) (int, error) {
 		fmt.Printf("  ratios in server / direct: p50 %.2f, mean %.2f; in server / tight loop p50 %.2f\n",
 			float64(p50)/float64(max(dp50, 1)), float64(mean)/float64(max(dmean, 1)), float64(p50)/float64(max(tight, 1)))
 		if n > 0 && dn > 0 {
-			goals = append(goals, goal{name: fmt.Sprintf("in-server execute / direct forward p50, batch %d", rows),
+			goals = append(goals, goal{name: fmt.Sprintf("in-server execute / direct forward p50, batch %d", rows), client: "in-process",
 				measured: float64(p50) / float64(dp50), limit: 1.2, atMost: true, unit: "x"})
 		}
 	}
@@ -705,11 +716,11 @@ func run(o options) (int, error) {
 			if c == 1 {
 				over := paired(tr, results["floor+fwd-"+kind][1], p50Over)
 				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, paired(tr, fl, p50Over)-us(compute))
-				goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, in-process", measured: over, limit: 10, atMost: true, unit: "us"})
+				goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute", client: "in-process", measured: over, limit: 10, atMost: true, unit: "us"})
 			}
 			fmt.Println(line)
 			if c == maxConc && c > 1 && kind == "bin" {
-				goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, in-process", c), measured: ratio, limit: 0.85})
+				goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor", c), client: "in-process", measured: ratio, limit: 0.85})
 			}
 		}
 		g, b := med["triton-grpc"][c], med["triton-bin"][c]
@@ -717,7 +728,7 @@ func run(o options) (int, error) {
 		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
 			c, gr, us(g.p50), us(b.p50))
 		if c == maxConc && c > 1 {
-			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput, in-process", c), measured: gr, limit: 1})
+			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC / HTTP binary throughput", c), client: "in-process", measured: gr, limit: 1})
 		}
 	}
 	for _, c := range o.conc {
@@ -736,7 +747,7 @@ func run(o options) (int, error) {
 		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx; per round %.2f-%.2fx); throughput cache hit/floor %.2f\n",
 			c, us(hit.p50), us(fl.p50), ratio, lo, hi, paired(hr, fr, throughputRatio))
 		if c == 1 {
-			goals = append(goals, goal{name: "c=1 cache-hit p50 / floor-bin p50 (issue 22)", measured: ratio, limit: 1.1, atMost: true, unit: "x"})
+			goals = append(goals, goal{name: "c=1 cache-hit p50 / floor-bin p50 (issue 22)", client: "in-process", measured: ratio, limit: 1.1, atMost: true, unit: "x"})
 		}
 	}
 	if st := cached.Scheduler.Stats(); st.CacheHit.Count > 0 {
@@ -754,7 +765,15 @@ func run(o options) (int, error) {
 			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
 	}
 	if o.external {
-		ext, err := external(o, dir, model, floorURL, tritonURL, gb, jsonBody, binBody, binHdr)
+		served := func(name string) uint64 {
+			m, err := mgr.Get(name, -1)
+			if err != nil {
+				return 0
+			}
+			return m.Scheduler.Stats().Success.Count
+		}
+		ext, err := external(o, dir, servers{floor: floorURL, triton: tritonURL, grpc: gb, served: served, fastAPIModel: filepath.Join(model.Spec.VersionDir, "model.pt")},
+			jsonBody, binBody, binHdr)
 		if err != nil {
 			return 0, err
 		}
@@ -769,127 +788,6 @@ func run(o options) (int, error) {
 		return 0, nil
 	}
 	return report(goals), nil
-}
-
-// external measures the same servers with wrk and ghz (separate
-// processes), and the FastAPI + uvicorn peer with wrk.
-func external(o options, dir string, model *repository.Model, floorURL, tritonURL string, gb *grpcBench, jsonBody, binBody []byte, binHdr map[string]string) ([]goal, error) {
-	if _, err := exec.LookPath(o.wrk); err != nil {
-		return nil, fmt.Errorf("wrk not found (-wrk, or -external=false): %w", err)
-	}
-	infer := func(m string) string { return tritonURL + "/v2/models/" + m + "/infer" }
-	cases := func(c int) []wrkCase {
-		m := o.modelFor(c)
-		// Compared cases next to each other, as in the in-process rounds.
-		cs := []wrkCase{
-			{name: "floor-json", url: floorURL, body: jsonBody},
-			{name: "triton-json", url: infer(m), body: jsonBody},
-		}
-		if c == 1 {
-			cs = append(cs, wrkCase{name: "floor+fwd-json", url: floorURL + "/forward1", body: jsonBody})
-		}
-		cs = append(cs, wrkCase{name: "floor-bin", url: floorURL, body: binBody, header: binHdr},
-			wrkCase{name: "triton-bin", url: infer(m), body: binBody, header: binHdr})
-		if c == 1 {
-			cs = append(cs, wrkCase{name: "floor+fwd-bin", url: floorURL + "/forward1", body: binBody, header: binHdr})
-		}
-		if o.cases != nil {
-			cs = slices.DeleteFunc(cs, func(wc wrkCase) bool { return !o.cases[wc.name] })
-		}
-		return cs
-	}
-	var fastURL string
-	if o.fastapi != "" && o.backend == "pytorch" && (o.cases == nil || o.cases["fastapi-json"]) { // the peer serves model.pt
-		var stop func()
-		var err error
-		fastURL, stop, err = startFastAPI(o.python, o.fastapi, filepath.Join(model.Spec.VersionDir, "model.pt"))
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	}
-	haveGhz := o.cases == nil || o.cases["triton-grpc"]
-	if _, err := os.Stat(o.ghz); haveGhz && err != nil {
-		fmt.Printf("ghz not found at %s (make ghz): no outside gRPC figures\n", o.ghz)
-		haveGhz = false
-	}
-	res := map[string]map[int][]result{}
-	add := func(name string, c int, r result) {
-		if res[name] == nil {
-			res[name] = map[int][]result{}
-		}
-		res[name][c] = append(res[name][c], r)
-	}
-	for r := 0; r < o.rounds; r++ {
-		for _, c := range o.conc {
-			cs := cases(c)
-			if r%2 == 1 {
-				slices.Reverse(cs)
-			}
-			for _, wc := range cs {
-				x, err := runWrk(o.wrk, dir, wc, c, o.duration)
-				if err != nil {
-					return nil, err
-				}
-				add("wrk "+wc.name, c, x)
-			}
-			if haveGhz {
-				x, err := runGhz(o.ghz, "runtime/modelconfig", dir, gb.addr, gb.reqs[o.modelFor(c)], c, o.duration)
-				if err != nil {
-					return nil, err
-				}
-				add("ghz triton-grpc", c, x)
-			}
-			if fastURL != "" {
-				x, err := runWrk(o.wrk, dir, wrkCase{name: "fastapi-json", url: fastURL + "/v2/models/simple_linear/infer", body: jsonBody}, c, o.duration)
-				if err != nil {
-					return nil, err
-				}
-				add("wrk fastapi-json", c, x)
-			}
-		}
-	}
-	fmt.Printf("\noutside load generators (wrk -t1/2 with a Lua script; ghz over %d connections), medians of %d rounds:\n", grpcConns, o.rounds)
-	fmt.Printf("%-22s %5s %10s %12s\n", "case", "conc", "p50 us", "req/s")
-	names := slices.Sorted(maps.Keys(res))
-	med := map[string]map[int]result{}
-	for _, n := range names {
-		med[n] = map[int]result{}
-		for _, c := range o.conc {
-			if len(res[n][c]) == 0 {
-				continue
-			}
-			m := median(res[n][c])
-			med[n][c] = m
-			fmt.Printf("%-22s %5d %10.1f %12.0f\n", n, c, us(m.p50), m.throughput)
-		}
-	}
-	var goals []goal
-	maxConc := slices.Max(o.conc)
-	for _, kind := range []string{"json", "bin"} {
-		if tr, ok := res["wrk triton-"+kind][1]; ok {
-			over := paired(tr, res["wrk floor+fwd-"+kind][1], p50Over)
-			fmt.Printf("wrk conc 1 %s: p50 over floor+fwd %+.1f us\n", kind, over)
-			goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute, wrk", measured: over, limit: 20, atMost: true, unit: "us"})
-		}
-	}
-	if maxConc > 1 {
-		tb := res["wrk triton-bin"][maxConc]
-		wr := paired(tb, res["wrk floor-bin"][maxConc], throughputRatio)
-		fmt.Printf("wrk conc %d bin: throughput triton/floor %.2f\n", maxConc, wr)
-		goals = append(goals, goal{name: fmt.Sprintf("c=%d binary throughput / floor, wrk", maxConc), measured: wr, limit: 0.75})
-		if g, ok := res["ghz triton-grpc"][maxConc]; ok {
-			goals = append(goals, goal{name: fmt.Sprintf("c=%d gRPC (ghz) / HTTP binary (wrk) throughput", maxConc), measured: paired(g, tb, throughputRatio), limit: 1})
-		}
-	}
-	for _, c := range o.conc {
-		if f, ok := med["wrk fastapi-json"][c]; ok {
-			t := med["wrk triton-json"][c]
-			fmt.Printf("FastAPI peer, conc %d, JSON: %.0f req/s, p50 %.1f us; tritonserver JSON %.0f req/s (%.1fx), p50 %.1f us (%.1fx lower)\n",
-				c, f.throughput, us(f.p50), t.throughput, t.throughput/f.throughput, us(t.p50), float64(f.p50)/float64(max(t.p50, 1)))
-		}
-	}
-	return goals, nil
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -926,5 +824,6 @@ func median(rs []result) result {
 		p99:        sweep.Median(rs, func(r result) time.Duration { return r.p99 }),
 		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
 		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
+		clientCPU:  sweep.Median(rs, func(r result) time.Duration { return r.clientCPU }),
 	}
 }
