@@ -25,7 +25,13 @@
 // waiting, up to -max-batch).
 //
 // Flags: -concurrency 1,16, -instances 1, -requests 4000 (per row and
-// round), -rounds 3, -max-batch 32, -python /usr/bin/python3.
+// round), -rounds 3, -max-batch 32, -unbatched (false: only the batched
+// rows), -python /usr/bin/python3.
+//
+// Beside latency and throughput each row gives the requests per Execute
+// and the CPU time per request of the peer's processes (this one, plus the
+// stubs for the python backend, with the stubs' part apart): on a shared
+// machine CPU per request moves much less with other load than latency.
 package main
 
 import (
@@ -61,12 +67,13 @@ func main() {
 	requests := flag.Int("requests", 4000, "requests per level, backend and round")
 	rounds := flag.Int("rounds", 3, "rounds (medians are reported)")
 	maxBatch := flag.Int("max-batch", 32, "also measure with a greedy dynamic batcher up to this size (1: off)")
+	unbatched := flag.Bool("unbatched", true, "measure one request per Execute as well (false: only the batched rows the goals use, e.g. to profile them)")
 	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
 	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	flag.Parse()
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *py, *seed, time.Duration(*pollUs)*time.Microsecond)
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,10 +95,13 @@ func goalLimit(instances int) time.Duration {
 
 type result struct {
 	p50, p99   time.Duration
-	throughput float64 // requests per second
+	throughput float64       // requests per second
+	batch      float64       // requests per Execute
+	cpu        time.Duration // CPU time per request, every process of the peer
+	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, py, seed string, poll time.Duration) (int, error) {
+func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration) (int, error) {
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -195,7 +205,10 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 		batch int
 		conc  int
 	}
-	modes := []int{1}
+	var modes []int
+	if unbatched || maxBatch <= 1 {
+		modes = append(modes, 1)
+	}
 	if maxBatch > 1 {
 		modes = append(modes, maxBatch)
 	}
@@ -221,7 +234,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 
 	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per row (medians of rounds)\n",
 		instances, requests, rounds)
-	fmt.Printf("%-16s %9s %5s %10s %10s %12s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s")
+	fmt.Printf("%-16s %9s %5s %10s %10s %12s %10s %10s %9s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s", "reqs/exec", "CPU us/req", "in stubs")
 	med := map[key]result{}
 	for _, mb := range modes {
 		for _, c := range levels {
@@ -229,7 +242,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 				k := key{p.name, mb, c}
 				m := median(results[k])
 				med[k] = m
-				fmt.Printf("%-16s %9d %5d %10.1f %10.1f %12.0f\n", p.name, mb, c, us(m.p50), us(m.p99), m.throughput)
+				fmt.Printf("%-16s %9d %5d %10.1f %10.1f %12.0f %10.1f %10.1f %9.1f\n", p.name, mb, c, us(m.p50), us(m.p99), m.throughput, m.batch, us(m.cpu), us(m.stubCPU))
 			}
 		}
 	}
@@ -245,7 +258,9 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 				mb, c, us(p.p50-t.p50), float64(p.p50)/float64(t.p50), 1e6*(1/p.throughput-1/t.throughput))
 		}
 	}
-	fmt.Printf("conc 1: python backend - model.py direct: p50 %+.1f us per request\n", us(med[key{"python backend", 1, 1}].p50-direct))
+	if one, ok := med[key{"python backend", modes[0], 1}]; ok {
+		fmt.Printf("conc 1, max batch %d: python backend - model.py direct: p50 %+.1f us per request\n", modes[0], us(one.p50-direct))
+	}
 	missed := 0
 	if torch.Available && len(modes) > 1 {
 		limit := goalLimit(instances)
@@ -265,14 +280,26 @@ func run(concList string, instances, requests, rounds, maxBatch int, py, seed st
 }
 
 // pool lends loaded instances to a scheduler; closing the scheduler leaves
-// them loaded for the next measurement.
-type pool []backend.Instance
-
-func (p pool) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
-	return lent{p[idx]}, nil
+// them loaded for the next measurement. It counts the Execute calls, so
+// the table can say how many requests each batch held.
+type pool struct {
+	insts    []backend.Instance
+	executes atomic.Int64
 }
 
-type lent struct{ backend.Instance }
+func (p *pool) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
+	return lent{p.insts[idx], p}, nil
+}
+
+type lent struct {
+	backend.Instance
+	p *pool
+}
+
+func (l lent) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	l.p.executes.Add(1)
+	return l.Instance.Execute(ctx, reqs)
+}
 
 func (lent) Close() error { return nil }
 
@@ -287,11 +314,28 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 		cfg.MaxBatchSize = maxBatch
 		cfg.Dynamic = &scheduler.Dynamic{}
 	}
-	s, err := scheduler.New(ctx, pool(insts), spec, cfg)
+	lender := &pool{insts: insts}
+	s, err := scheduler.New(ctx, lender, spec, cfg)
 	if err != nil {
 		return result{}, err
 	}
 	defer s.Close(ctx)
+	// CPU per request counts this process (clients, scheduler, the
+	// pytorch backend's forwards) and the python backend's stubs.
+	pids := []int{os.Getpid()}
+	for _, inst := range insts {
+		if p, ok := inst.(interface{ PID() int }); ok {
+			pids = append(pids, p.PID())
+		}
+	}
+	cpu0, err := machine.CPUTime(pids...)
+	if err != nil {
+		return result{}, err
+	}
+	stub0, err := machine.CPUTime(pids[1:]...)
+	if err != nil {
+		return result{}, err
+	}
 	lat := make([]time.Duration, requests)
 	var next atomic.Int64
 	errs := make(chan error, c)
@@ -322,13 +366,22 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 	}
 	clients.Wait()
 	elapsed := time.Since(start)
+	cpu1, err := machine.CPUTime(pids...)
+	if err != nil {
+		return result{}, err
+	}
+	stub1, err := machine.CPUTime(pids[1:]...)
+	if err != nil {
+		return result{}, err
+	}
 	select {
 	case err := <-errs:
 		return result{}, err
 	default:
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds()}, nil
+	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds(),
+		batch: float64(requests) / float64(max(lender.executes.Load(), 1)), cpu: (cpu1 - cpu0) / time.Duration(requests), stubCPU: (stub1 - stub0) / time.Duration(requests)}, nil
 }
 
 // directPy times model.py's execute() on one request built with our
@@ -385,6 +438,9 @@ func median(rs []result) result {
 		p50:        sweep.Median(rs, func(r result) time.Duration { return r.p50 }),
 		p99:        sweep.Median(rs, func(r result) time.Duration { return r.p99 }),
 		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
+		batch:      sweep.Median(rs, func(r result) float64 { return r.batch }),
+		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
+		stubCPU:    sweep.Median(rs, func(r result) time.Duration { return r.stubCPU }),
 	}
 }
 
