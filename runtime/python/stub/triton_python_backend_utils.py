@@ -408,7 +408,7 @@ class InferenceRequest:
         self._parameters = parameters
         self._timeout = timeout
         self._model_version = model_version
-        self._trace = trace or InferenceTrace()
+        self._trace = trace  # built on first use: few models ask
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         # Set by the stub on requests of a model with the sequence
         # batcher's iterative_sequence, the only ones that may be
@@ -455,6 +455,8 @@ class InferenceRequest:
         return self._model_version
 
     def trace(self):
+        if self._trace is None:
+            self._trace = InferenceTrace()
         return self._trace
 
     def is_cancelled(self):
@@ -466,8 +468,14 @@ class InferenceRequest:
             self._cancelled = bool(shm.base[off])
         return self._cancelled
 
-    def _freeze_cancel(self):
-        self.is_cancelled()
+    def _freeze_cancel(self, flag=None):
+        """Keeps what the flag byte says now (flag: its value, read by the
+        stub for the whole batch at once; None: read it here)."""
+        if self._sender is None and self._cancel_flag is not None and not self._cancelled:
+            if flag is None:
+                shm, off = self._cancel_flag
+                flag = shm.base[off]
+            self._cancelled = bool(flag)
         self._cancel_flag = None
 
     def set_release_flags(self, flags):
