@@ -115,8 +115,19 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 			PermitWithoutStream: l.KeepalivePermitWithoutCalls,
 		}),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		// Without workers grpc-go starts a goroutine per RPC, whose stack
+		// then grows through the handler's depth (runtime.newstack was a
+		// tenth of the server's CPU under 64 one-stream connections);
+		// workers keep their grown stacks. RPCs beyond them still get a
+		// goroutine of their own, so this bounds nothing but idle workers.
+		grpc.NumStreamWorkers(streamWorkers),
 	}
 }
+
+// streamWorkers is the number of goroutines kept to run RPCs: the
+// concurrency a busy client typically keeps in flight (bench/serving's 64),
+// each idle one holding only its stack.
+const streamWorkers = 64
 
 // Listener bounds the connections accepted from ln at once.
 func (l Limits) Listener(ln net.Listener) net.Listener {
