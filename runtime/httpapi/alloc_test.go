@@ -98,14 +98,21 @@ func BenchmarkInferParallel(b *testing.B) {
 dynamic_batching { preferred_batch_size: [4, 8, 16] max_queue_delay_microseconds: 1000 }
 instance_group [{ kind: KIND_CPU count: 2 }]
 `
-	h := newEnv(b, map[string]string{"linear": cfg}, 0).srv.Config.Handler
+	e := newEnv(b, map[string]string{"linear": cfg}, 0)
+	h := e.srv.Config.Handler
 	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
 	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
 	b.ReportAllocs()
 	b.SetParallelism(32)
 	b.ResetTimer()
 	cpu0 := processCPU()
-	defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+	defer func() {
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		if m, err := e.mgr.Get("linear", -1); err == nil {
+			st := m.Scheduler.Stats()
+			b.ReportMetric(float64(st.InferenceCount)/float64(max(st.ExecutionCount, 1)), "rows/exec")
+		}
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		req := httptest.NewRequest("POST", "/v2/models/linear/infer", nil)
 		req.Header.Set(HeaderLength, strconv.Itoa(len(j)))

@@ -105,6 +105,11 @@ func (s *Scheduler) push(ctx context.Context, j *job) error {
 			return ctx.Err()
 		}
 	}
+	if s.lazy {
+		s.queuedRows.Add(int64(j.rows))
+		s.notify()
+		return nil
+	}
 	s.signal()
 	return nil
 }
@@ -128,6 +133,9 @@ func (s *Scheduler) tryPop() *job {
 		lv := &s.levels[i]
 		select {
 		case j := <-lv.ch:
+			if s.lazy {
+				s.queuedRows.Add(-int64(j.rows))
+			}
 			return j
 		default:
 		}

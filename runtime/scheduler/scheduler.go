@@ -10,6 +10,13 @@
 // work to the most recently idle instance rather than the longest idle one
 // keeps a lightly loaded model on one warm instance: its caches stay hot
 // and, for the python backend, its stub is still polling rather than asleep.
+//
+// Under the dynamic batcher one batch gathers at a time, as under
+// Triton's: while a worker waits to fill its batch, requests join it
+// through the queue instead of starting another batch on an idle
+// instance, and (with one priority level without a DELAY policy) the
+// gathering worker is woken only when the queued rows let the batch close
+// or its delay ends, not by every request.
 package scheduler
 
 import (
@@ -165,6 +172,17 @@ type Scheduler struct {
 	idle     []chan *job
 	handoffs []chan *job
 
+	// lazy is set when a gathering worker is woken only by the requests
+	// that let its batch close (see gatherPop): one priority level
+	// without a DELAY policy, dynamic batching with a queue delay, and no
+	// shapes that must agree. gathering[i] is then the rows of the batch
+	// worker i waits to fill (0: none), gatherWake[i] wakes it, and
+	// queuedRows counts the rows of the jobs in the level's queue.
+	lazy       bool
+	gathering  []atomic.Int64
+	gatherWake []chan struct{}
+	queuedRows atomic.Int64
+
 	// running holds, per instance, the batch its worker is executing, so
 	// that Close can answer it when the instance does not return.
 	running []*slot
@@ -250,6 +268,17 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 			}
 			s.preferred[p] = true
 		}
+		if len(s.levels) == 1 && !s.levels[0].policy.Delay && cfg.Dynamic.MaxQueueDelay > 0 && len(cfg.EqualShapes) == 0 {
+			// Idle workers then wait on wake, not on the queue, so that
+			// a push reaches the gathering worker's batch (notify).
+			s.lazy = true
+			s.wake = make(chan struct{}, cfg.Instances)
+			s.gathering = make([]atomic.Int64, cfg.Instances)
+			s.gatherWake = make([]chan struct{}, cfg.Instances)
+			for i := range s.gatherWake {
+				s.gatherWake[i] = make(chan struct{}, 1)
+			}
+		}
 	}
 	s.stats.init(max(cfg.MaxBatchSize, 1))
 
@@ -311,7 +340,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		s.handoffs = append(s.handoffs, mine)
 		s.running = append(s.running, &slot{limit: tickets[i]})
 		s.workers.Add(1)
-		go s.work(inst, mine, s.running[i])
+		go s.work(inst, i, mine, s.running[i])
 	}
 	return s, nil
 }
@@ -434,7 +463,10 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 			s.stats.failed(Rejected, time.Since(j.start))
 			return err
 		}
-	} else if !s.handoff(j) {
+	} else if s.isGathering() || !s.handoff(j) {
+		// While a batch gathers, a request joins it through the queue
+		// rather than starting a second batch on an idle instance: one
+		// batch forms at a time, as under Triton's dynamic batcher.
 		if err := s.push(ctx, j); err != nil {
 			s.queued.Add(-1)
 			s.leave(j)
@@ -462,6 +494,16 @@ func (s *Scheduler) handoff(j *job) bool {
 	s.idle[n-1] = nil
 	s.idle = s.idle[:n-1]
 	s.idleMu.Unlock()
+	if s.lazy {
+		// The worker gathers from now on, before it runs: a request
+		// that comes meanwhile joins its batch instead of another
+		// idle worker's. The worker ends the mark (endGather).
+		for i, h := range s.handoffs {
+			if h == w {
+				s.gathering[i].Store(int64(j.rows))
+			}
+		}
+	}
 	select {
 	case w <- j:
 		return true
@@ -479,8 +521,12 @@ func (s *Scheduler) next(mine chan *job) *job {
 		return j
 	default:
 	}
-	if j := s.tryPop(); j != nil {
-		return j
+	// What is queued while a batch gathers is that batch's; the worker
+	// that closes it wakes an idle one for what it leaves (work).
+	if !s.isGathering() {
+		if j := s.tryPop(); j != nil {
+			return j
+		}
 	}
 	s.idleMu.Lock()
 	s.idle = append(s.idle, mine)
@@ -506,9 +552,12 @@ func (s *Scheduler) next(mine chan *job) *job {
 		case j := <-mine:
 			return j
 		case <-s.wake:
+			if s.isGathering() {
+				continue // what is queued joins the gathering batch
+			}
 			if j := s.tryPop(); j != nil {
 				s.leaveIdle(mine)
-				if s.queued.Load() > 0 {
+				if !s.lazy && s.queued.Load() > 0 {
 					s.signal() // more queued: wake another worker too
 				}
 				return j
@@ -543,6 +592,78 @@ func (s *Scheduler) waitPop(expire <-chan time.Time) *job {
 		case <-s.stop:
 			return nil
 		}
+	}
+}
+
+// gatherPop waits, in lazy mode, for a queued job for worker i's batch
+// of rows rows: the worker is woken only when the queued rows let the
+// batch close (notify), not by every request, or when expire fires or
+// the scheduler stops (nil then). The worker's batch stays announced in
+// gathering[i] until it closes it (work).
+func (s *Scheduler) gatherPop(i, rows int, expire <-chan time.Time) *job {
+	s.gathering[i].Store(int64(rows))
+	for {
+		// Looked at after announcing the batch: a push before the
+		// announcement is found here, one after it sees the batch.
+		if j := s.tryPop(); j != nil {
+			return j
+		}
+		select {
+		case <-s.gatherWake[i]:
+		case <-expire:
+			return nil
+		case <-s.stop:
+			return nil
+		}
+	}
+}
+
+// endGather ends, in lazy mode, worker i's announcement of a gathering
+// batch (gatherPop, handoff) once the batch is closed; what was queued
+// after its last look, or did not fit, then starts the next batch on an
+// idle worker.
+func (s *Scheduler) endGather(i int) {
+	if !s.lazy || s.gathering[i].Load() == 0 {
+		return
+	}
+	s.gathering[i].Store(0)
+	if s.queuedRows.Load() > 0 {
+		s.signal()
+	}
+}
+
+// isGathering reports whether a worker waits, in lazy mode, to fill a
+// batch.
+func (s *Scheduler) isGathering() bool {
+	for i := range s.gathering {
+		if s.gathering[i].Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// notify wakes, after a push in lazy mode, each gathering worker whose
+// batch the queued rows let close (a preferred size, or full), and an
+// idle worker when no batch gathers.
+func (s *Scheduler) notify() {
+	q := s.queuedRows.Load()
+	gathering := false
+	for i := range s.gathering {
+		g := s.gathering[i].Load()
+		if g == 0 {
+			continue
+		}
+		gathering = true
+		if r := int(g + q); r >= s.cfg.MaxBatchSize || s.preferred[r] {
+			select {
+			case s.gatherWake[i] <- struct{}{}:
+			default: // already woken
+			}
+		}
+	}
+	if !gathering {
+		s.signal()
 	}
 }
 
@@ -610,7 +731,7 @@ func (s *Scheduler) fail(j *job, reason FailureReason, err error) {
 
 // work is one instance's loop: take the oldest request, gather more while
 // the dynamic batcher allows, execute, answer.
-func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
+func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot) {
 	defer s.workers.Done()
 	maxRows := max(s.cfg.MaxBatchSize, 1)
 	batch := make([]*job, 0, min(maxRows, 64))
@@ -625,6 +746,7 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 				return
 			}
 			if !s.take(first) {
+				s.endGather(i)
 				continue
 			}
 		}
@@ -647,7 +769,11 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 					} else {
 						timer.Reset(wait)
 					}
-					j = s.waitPop(timer.C)
+					if s.lazy {
+						j = s.gatherPop(i, rows, timer.C)
+					} else {
+						j = s.waitPop(timer.C)
+					}
 					timer.Stop()
 					if j == nil {
 						break gather
@@ -664,6 +790,7 @@ func (s *Scheduler) work(inst backend.Instance, mine chan *job, run *slot) {
 				rows += j.rows
 			}
 		}
+		s.endGather(i)
 		// Claim the batch: a request whose timeout ended while the batch
 		// formed was answered and leaves it.
 		now := time.Now()

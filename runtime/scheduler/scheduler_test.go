@@ -449,3 +449,55 @@ func TestEqualShapesEndABatch(t *testing.T) {
 		_ = s.Close(context.Background())
 	}
 }
+
+// TestGatheringBatchTakesLaterRequests: while one instance gathers a
+// batch, requests join it rather than starting a second batch on the idle
+// instance, and the gathering worker closes the batch as soon as the
+// queued rows reach a preferred size (notify), long before its delay:
+// with two batches gathering side by side, neither would reach 4 rows
+// and both would wait out the 30 s delay.
+func TestGatheringBatchTakesLaterRequests(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("g", 16, nil), Config{
+		Name: "g", MaxBatchSize: 16, Instances: 2,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if !s.lazy {
+		t.Fatal("one level without a DELAY policy and a queue delay: the gathering worker should be woken lazily")
+	}
+	done := make(chan error, 4)
+	send := func() {
+		go func() {
+			_, err := s.Infer(context.Background(), rowsRequest(1, 1))
+			done <- err
+		}()
+	}
+	send()
+	for !s.isGathering() {
+		time.Sleep(time.Millisecond)
+	}
+	for range 3 {
+		send()
+	}
+	timeout := time.After(20 * time.Second)
+	for range 4 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("4 requests not answered in 20 s (batches so far %v): the batch did not close at its preferred size", be.Batches("g"))
+		}
+	}
+	if b := be.Batches("g"); len(b) != 1 || b[0] != 4 {
+		t.Fatalf("batches %v, want one batch of 4 rows", b)
+	}
+	if s.isGathering() {
+		t.Error("a worker still announces a gathering batch after it executed")
+	}
+}
