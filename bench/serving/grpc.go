@@ -13,6 +13,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 // grpcBench is tritonserver's GRPC frontend over the same manager as the
@@ -31,13 +32,16 @@ type grpcBench struct {
 // a single one serializes every frame of 64 clients through one writer.
 const grpcConns = 4
 
-func startGRPC(mgr *repository.Manager, x []float32) (*grpcBench, error) {
+// startGRPC serves the frontend as cmd/tritonserver does: default Limits
+// (their listener's connection bound too) and the trace manager.
+func startGRPC(mgr *repository.Manager, tracer *tracing.Manager, x []float32) (*grpcBench, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	g := grpcapi.New(grpcapi.Options{Manager: mgr}).NewGRPCServer()
-	go func() { _ = g.Serve(ln) }()
+	var lim grpcapi.Limits
+	g := grpcapi.New(grpcapi.Options{Manager: mgr, Limits: lim, Tracing: tracer}).NewGRPCServer()
+	go func() { _ = g.Serve(lim.Listener(ln)) }()
 	b := &grpcBench{srv: g, addr: ln.Addr().String()}
 	for i := 0; i < grpcConns; i++ {
 		c, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

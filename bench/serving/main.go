@@ -86,6 +86,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
+	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
 type options struct {
@@ -546,7 +547,16 @@ func run(o options) (int, error) {
 	}
 	defer ff.inst.Close()
 
-	tritonURL, stopTriton, err := serve(httpapi.New(httpapi.Options{Manager: mgr}))
+	// Both frontends get a trace manager, idle as cmd/tritonserver's is
+	// without --trace-config: the gRPC frontend then carries the stats
+	// handler that notes traced calls' transport times, and grpc-go does
+	// per-call work for it whether or not anything is traced.
+	tracer, err := tracing.New(tracing.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tracer.Close(ctx) }()
+	tritonURL, stopTriton, err := serve(httpapi.New(httpapi.Options{Manager: mgr, Tracing: tracer}))
 	if err != nil {
 		return 0, err
 	}
@@ -561,7 +571,7 @@ func run(o options) (int, error) {
 	}
 	defer stopFloor()
 
-	gb, err := startGRPC(mgr, payloadRow())
+	gb, err := startGRPC(mgr, tracer, payloadRow())
 	if err != nil {
 		return 0, err
 	}
