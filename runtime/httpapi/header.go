@@ -201,7 +201,17 @@ func (p *scanner) rawString() ([]byte, bool, error) {
 	}
 	start, esc := p.i, false
 	for p.i < len(p.b) {
-		c := p.b[p.i]
+		// Plain bytes in locals: the loop runs over every byte of every
+		// key and name of every request.
+		b, i := p.b, p.i
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
+		}
+		p.i = i
+		if i == len(b) {
+			break
+		}
+		c := b[i]
 		switch {
 		case c == '"':
 			p.i++
@@ -224,8 +234,6 @@ func (p *scanner) rawString() ([]byte, bool, error) {
 			}
 		case c < 0x20:
 			return nil, false, p.errorf("control character in string")
-		default:
-			p.i++
 		}
 	}
 	return nil, false, p.errorf("unterminated string")
