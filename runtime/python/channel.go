@@ -53,9 +53,10 @@ type channel struct {
 
 	// poll is how long a read polls the pipe before parking (see
 	// KeyPollMicros); raw reaches the pipe's descriptor for that.
-	poll   time.Duration
-	raw    syscall.RawConn
-	budget *spinBudget // shared with the backend's other channels; nil: no limit
+	poll    time.Duration
+	raw     syscall.RawConn
+	budget  *spinBudget // shared with the backend's other channels; nil: no limit
+	backoff pollBackoff // the reader's: whether it polls after meeting contention
 }
 
 func newChannel(w, r *os.File) *channel {
@@ -146,30 +147,38 @@ func (c *channel) setPoll(d time.Duration) error {
 // read is c.r.Read, polling first when c.poll is set. Parking a goroutine
 // on an empty pipe lets its CPU go idle, and on the VMs this runs on an idle
 // CPU takes ~25 us to wake: more than a one-row execute costs. Polling
-// yields to runnable goroutines between attempts, and only a read granted
-// by the spin budget polls at all, so it spends CPU time nothing else
-// wants; past c.poll it parks as usual, with the read deadline in force.
+// yields to runnable goroutines between attempts, only a read granted by
+// the spin budget polls at all, and a poll that finds its CPU taken by
+// other work stops and backs off (pollFor, pollBackoff), so it spends CPU
+// time nothing else wants; past c.poll it parks as usual, with the read
+// deadline in force.
 func (c *channel) read(p []byte) (int, error) {
-	if c.poll <= 0 || c.expect.Load() <= 0 || !c.budget.acquire() {
+	if c.poll <= 0 || c.expect.Load() <= 0 || !c.backoff.allow() {
+		return c.r.Read(p)
+	}
+	if !c.budget.acquire() {
 		return c.r.Read(p)
 	}
 	defer c.budget.release()
 	var n int
 	var rerr error
-	until := time.Now().Add(c.poll)
+	polled := false
 	err := c.raw.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = syscall.Read(int(fd), p)
-			switch {
-			case rerr == syscall.EINTR:
-				continue
-			case rerr != syscall.EAGAIN:
-				return true
-			case !time.Now().Before(until):
-				return false
+		try := func() bool {
+			for {
+				n, rerr = syscall.Read(int(fd), p)
+				if rerr != syscall.EINTR {
+					return rerr != syscall.EAGAIN
+				}
 			}
-			runtime.Gosched()
 		}
+		if polled { // woken by the poller after the poll gave up
+			return try()
+		}
+		polled = true
+		o := pollFor(c.poll, time.Now, runtime.Gosched, try)
+		c.backoff.observe(o)
+		return o == pollAtOnce || o == pollGot
 	})
 	switch {
 	case err != nil:

@@ -37,6 +37,13 @@ _HEADER = struct.Struct("<II")  # JSON length, payload length
 # json.dumps with separators builds a new encoder on every call, a third of
 # what encoding a small reply costs; this one is built once.
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+# A pause this long between two tries of a poll means the OS ran something
+# else on this CPU (one try, a failed read and a yield, takes a few
+# microseconds): the machine has other work, and polling on would take CPU
+# time from it. The server's spin budget counts only the stubs; this sees
+# everything else too. Same figures as the server's (poll.go).
+_POLL_GAP = 30e-6
+_MAX_POLL_SKIP = 64
 # Outputs up to this size are copied into the region as bytes (one call);
 # larger ones through a numpy view, which needs no intermediate copy.
 _SMALL_OUTPUT = 64 << 10
@@ -58,6 +65,13 @@ class Channel:
         self._buf = b""
         self._poll = 0.0
         self._polling = False
+        # After a poll that met contention the next 1, 2, 4 ... up to
+        # _MAX_POLL_SKIP reads sleep at once; a poll that got its data
+        # without contention starts over.
+        self._skip = 0
+        self._backoff = 0
+        self._clock = time.perf_counter  # tests replace these two
+        self._yield = os.sched_yield
         self._wlock = threading.Lock()
 
     def set_poll(self, micros):
@@ -79,22 +93,36 @@ class Channel:
     def _read(self, n):
         if self._poll == 0:
             return os.read(self._r, n)
-        if not self._polling:
+        if not self._polling or self._skip > 0:
+            if self._polling:
+                self._skip -= 1
             while True:
                 select.select([self._r], [], [])
                 try:
                     return os.read(self._r, n)
                 except BlockingIOError:
                     continue
-        end = time.perf_counter() + self._poll
+        clock = self._clock
+        last = clock()
+        end = last + self._poll
+        tries = 0
         while True:
             try:
-                return os.read(self._r, n)
+                data = os.read(self._r, n)
+                if tries:  # data at the first try says nothing about contention
+                    self._backoff = 0
+                return data
             except BlockingIOError:
-                pass
-            if time.perf_counter() >= end:
+                tries += 1
+            now = clock()
+            if now - last > _POLL_GAP:
+                self._backoff = min(max(2 * self._backoff, 1), _MAX_POLL_SKIP)
+                self._skip = self._backoff
                 break
-            os.sched_yield()
+            if now >= end:
+                break
+            last = now
+            self._yield()
         while True:
             select.select([self._r], [], [])
             try:

@@ -195,6 +195,61 @@ class StubMux(unittest.TestCase):
         os.close(to_stub_r)
 
 
+class StubPoll(unittest.TestCase):
+    """The stub's polling read (tritonbuild_stub.Channel) backs off when the
+    CPU it polls on is wanted by other work."""
+
+    def test_poll_stops_at_a_long_pause_and_skips_the_next_reads(self):
+        import os
+        import threading
+        import tritonbuild_stub as stub
+
+        r, w = os.pipe()
+        ch = stub.Channel(r, -1)
+        ch.set_poll(100)
+        # Tries a microsecond apart, then a yield that returns 1 ms later:
+        # another process had the CPU.
+        ticks = iter([0.0, 1e-6, 2e-6, 1e-3])
+        yields = []
+        ch._clock = lambda: next(ticks)
+        ch._yield = lambda: yields.append(1)
+        writer = threading.Timer(0.2, lambda: os.write(w, b"late"))
+        writer.start()
+        self.assertEqual(ch._read(64), b"late")
+        writer.join()
+        self.assertEqual(len(yields), 2, "polling went on after the long pause")
+        self.assertEqual(ch._skip, 1)
+
+        # The next read sleeps at once: no clock, no yield.
+        def no_poll():
+            raise AssertionError("polled while backing off")
+        ch._clock = no_poll
+        ch._yield = no_poll
+        os.write(w, b"next")
+        self.assertEqual(ch._read(64), b"next")
+        self.assertEqual(ch._skip, 0)
+
+        # A second contended poll doubles the back-off.
+        ticks = iter([0.0, 5e-3])
+        ch._clock = lambda: next(ticks)
+        ch._yield = lambda: None
+        writer = threading.Timer(0.1, lambda: os.write(w, b"x"))
+        writer.start()
+        self.assertEqual(ch._read(64), b"x")
+        writer.join()
+        self.assertEqual(ch._skip, 2)
+
+        # Data found after polling on an idle CPU starts over.
+        ch._skip = 0
+        clock = iter([i * 1e-6 for i in range(100)])
+        ch._clock = lambda: next(clock)
+        ch._yield = lambda: os.write(w, b"y")
+        self.assertEqual(ch._read(64), b"y")
+        self.assertEqual((ch._skip, ch._backoff), (0, 0))
+        os.close(r)
+        os.close(w)
+
+
 class BF16Tensors(unittest.TestCase):
     """BF16 tensors hold their raw bits; DLPack carries them as bfloat16."""
 

@@ -1,0 +1,81 @@
+package python
+
+import "time"
+
+// pollGap is the longest pause between two tries of a poll that still
+// means the poller had its CPU to itself: one try (a failed read and a
+// yield) takes a few microseconds, so a longer pause means the operating
+// system ran something else on that CPU, or other goroutines ran on its P.
+// Either way the machine has other work, and polling on would take CPU
+// time from it; the spin budget (spin.go) counts only the stubs, this sees
+// everything else too (other models, other processes).
+const pollGap = 30 * time.Microsecond
+
+// maxPollSkip bounds the waits in a row that sleep at once after polling
+// met contention: the back-off doubles from 1 up to this.
+const maxPollSkip = 64
+
+// pollOutcome is how a poll ended.
+type pollOutcome int
+
+const (
+	pollAtOnce    pollOutcome = iota // the first try succeeded: nothing learnt
+	pollGot                          // a later try succeeded, no contention seen
+	pollExpired                      // the window passed, no contention seen
+	pollContended                    // a pause longer than pollGap: other work wants the CPU
+)
+
+// pollFor calls try until it reports done, window passes, or a pause
+// between two tries longer than pollGap shows contention; yield runs
+// between tries. now is the clock (time.Now outside tests).
+func pollFor(window time.Duration, now func() time.Time, yield func(), try func() bool) pollOutcome {
+	last := now()
+	until := last.Add(window)
+	for tries := 0; ; tries++ {
+		if try() {
+			if tries == 0 {
+				return pollAtOnce
+			}
+			return pollGot
+		}
+		t := now()
+		if t.Sub(last) > pollGap {
+			return pollContended
+		}
+		if !t.Before(until) {
+			return pollExpired
+		}
+		last = t
+		yield()
+	}
+}
+
+// pollBackoff decides, wait by wait, whether a reader polls: after a poll
+// that met contention it sleeps at once for the next 1, 2, 4 ... up to
+// maxPollSkip waits, so a saturated machine sees a probe now and then
+// rather than a poller on every wait; a poll that got its data without
+// contention starts over. Used by one reader at a time.
+type pollBackoff struct {
+	skip int // waits left that do not poll
+	last int // the last back-off; the next contended poll doubles it
+}
+
+// allow reports whether this wait may poll.
+func (b *pollBackoff) allow() bool {
+	if b.skip > 0 {
+		b.skip--
+		return false
+	}
+	return true
+}
+
+// observe records how a poll ended.
+func (b *pollBackoff) observe(o pollOutcome) {
+	switch o {
+	case pollContended:
+		b.last = min(max(2*b.last, 1), maxPollSkip)
+		b.skip = b.last
+	case pollGot:
+		b.last = 0
+	}
+}
