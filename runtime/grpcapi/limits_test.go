@@ -1,11 +1,13 @@
 package grpcapi
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
@@ -57,6 +59,24 @@ func TestMessageSizeBounded(t *testing.T) {
 	}
 	if _, err := e.client.ModelInfer(context.Background(), req(1000)); err != nil {
 		t.Errorf("a small request after the refused one: %v", err)
+	}
+}
+
+// TestMessagesBeyondTheFlowWindow: the flow-control windows are fixed
+// (no bandwidth-delay estimation), so a request and a response larger
+// than them move only through the window updates both sides send as they
+// read; a window that never reopened would stall this call.
+func TestMessagesBeyondTheFlowWindow(t *testing.T) {
+	e := newEnv(t, map[string]string{"echo": frontendtest.Echo})
+	data := frontendtest.BytesElems(1, 2*flowWindow+12345)
+	resp, err := e.client.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: "echo",
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "IN", Datatype: "BYTES", Shape: []int64{1}}},
+		RawInputContents: [][]byte{data}}, grpc.MaxCallRecvMsgSize(2*len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.RawOutputContents) != 1 || !bytes.Equal(resp.RawOutputContents[0], data) {
+		t.Errorf("echo of a %d-byte element: %d outputs", len(data), len(resp.RawOutputContents))
 	}
 }
 
