@@ -262,10 +262,21 @@ func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served f
 	if err != nil {
 		return result{}, fmt.Errorf("h2load %s: %w", c.name, err)
 	}
-	out := run.out
+	res, done, err := h2loadResult(run.out, after-before, c.minBody)
+	if err != nil {
+		return result{}, fmt.Errorf("h2load %s: %w", c.name, err)
+	}
+	run.perRequest(&res, done)
+	return res, nil
+}
+
+// h2loadResult reads h2load's report of a run during which the server
+// served requests successfully (see runH2load) and returns its throughput
+// and mean time per request, and the requests it completed.
+func h2loadResult(out []byte, served uint64, minBody int) (result, int, error) {
 	m, r, b, t := h2Done.FindSubmatch(out), h2Rate.FindSubmatch(out), h2Data.FindSubmatch(out), h2Request.FindSubmatch(out)
 	if m == nil || r == nil || b == nil || t == nil {
-		return result{}, fmt.Errorf("h2load %s: unexpected output:\n%s", c.name, out)
+		return result{}, 0, fmt.Errorf("unexpected output:\n%s", out)
 	}
 	n := make([]int, 6)
 	for i := range n {
@@ -275,20 +286,16 @@ func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served f
 	data, _ := strconv.Atoi(string(b[1]))
 	switch {
 	case ok == 0 || bad > 0 || ok < done:
-		return result{}, fmt.Errorf("h2load %s: %d of %d requests failed:\n%s", c.name, done-ok, done, out)
-	case after-before < uint64(ok):
-		return result{}, fmt.Errorf("h2load %s: the server served %d requests, h2load counts %d succeeded of %d started:\n%s",
-			c.name, after-before, ok, started, out)
-	case data < ok*c.minBody:
-		return result{}, fmt.Errorf("h2load %s: %d bytes of response bodies for %d requests (at least %d each):\n%s",
-			c.name, data, ok, c.minBody, out)
+		return result{}, 0, fmt.Errorf("%d of %d requests failed:\n%s", done-ok, done, out)
+	case served < uint64(ok):
+		return result{}, 0, fmt.Errorf("the server served %d requests, h2load counts %d succeeded of %d started:\n%s", served, ok, started, out)
+	case data < ok*minBody:
+		return result{}, 0, fmt.Errorf("%d bytes of response bodies for %d requests (at least %d each):\n%s", data, ok, minBody, out)
 	}
 	v, _ := strconv.ParseFloat(string(t[1]), 64)
 	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(t[2])]
 	rate, _ := strconv.ParseFloat(string(r[1]), 64)
-	res := result{p50: time.Duration(v * unit), throughput: rate}
-	run.perRequest(&res, done)
-	return res, nil
+	return result{p50: time.Duration(v * unit), throughput: rate}, done, nil
 }
 
 // startFastAPI runs the FastAPI + uvicorn peer on model and waits until
