@@ -366,12 +366,41 @@ func (p *scanner) int64(dst *int64) error {
 	if err != nil {
 		return err
 	}
+	if v, ok := smallInt(tok); ok {
+		*dst = v
+		return nil
+	}
 	v, err := strconv.ParseInt(unsafe.String(&tok[0], len(tok)), 10, 64)
 	if err != nil {
 		return p.errorf("expected an integer")
 	}
 	*dst = v
 	return nil
+}
+
+// smallInt converts a number token of at most 18 digits (optionally
+// negative) without strconv's general path: shapes and sizes are such
+// tokens, several per request. Anything else (fractions, exponents, longer
+// numbers) reports false for strconv to judge.
+func smallInt(tok []byte) (int64, bool) {
+	digits := tok
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(tok) {
+		v = -v
+	}
+	return v, true
 }
 
 // skip consumes one value of any kind, checking that it is well formed.

@@ -262,15 +262,22 @@ const hexDigits = "0123456789abcdef"
 func appendJSONString(b []byte, s []byte) []byte {
 	b = append(b, '"')
 	for len(s) > 0 {
+		// A run of bytes that need no escaping (names and ids usually
+		// are one) is appended at once.
+		n := 0
+		for n < len(s) && s[n] >= 0x20 && s[n] < utf8.RuneSelf && s[n] != '"' && s[n] != '\\' {
+			n++
+		}
+		b = append(b, s[:n]...)
+		if s = s[n:]; len(s) == 0 {
+			break
+		}
 		c := s[0]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c == '"' || c == '\\' {
 				b = append(b, '\\', c)
-			case c < 0x20:
+			} else {
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
 			}
 			s = s[1:]
 			continue
