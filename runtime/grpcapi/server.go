@@ -141,7 +141,7 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.restrictUnary), grpc.ChainStreamInterceptor(s.restrictStream))
 	}
 	if s.opts.Tracing != nil {
-		opts = append(opts, grpc.StatsHandler(traceStats{s.opts.Tracing}))
+		opts = append(opts, grpc.StatsHandler(newTraceStats(s.opts.Tracing)))
 	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/stats"
@@ -49,7 +50,18 @@ func (s *Server) TraceSetting(_ context.Context, r *pb.TraceSettingRequest) (*pb
 // model's name, so the times wait in the call's context until then, and
 // the trace ends here, after the send. ModelStreamInfer notes the same
 // times per request itself (streamTimes).
-type traceStats struct{ m *tracing.Manager }
+//
+// grpc-go calls HandleRPC for every event of every RPC; tagged counts the
+// calls in flight that carry times, so that while nothing is traced an
+// event costs an atomic load rather than a walk up the call's context.
+type traceStats struct {
+	m      *tracing.Manager
+	tagged *atomic.Int64
+}
+
+func newTraceStats(m *tracing.Manager) traceStats {
+	return traceStats{m: m, tagged: new(atomic.Int64)}
+}
 
 type callTimesKey struct{}
 
@@ -79,10 +91,14 @@ func (h traceStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.
 	if info.FullMethodName != pb.GRPCInferenceService_ModelInfer_FullMethodName || !h.m.Active() {
 		return ctx
 	}
+	h.tagged.Add(1) // until its End
 	return context.WithValue(ctx, callTimesKey{}, &callTimes{})
 }
 
 func (h traceStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	if h.tagged.Load() == 0 {
+		return
+	}
 	ct, _ := ctx.Value(callTimesKey{}).(*callTimes)
 	if ct == nil {
 		return
@@ -96,6 +112,7 @@ func (h traceStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	case *stats.OutPayload:
 		ct.sent = st.SentTime
 	case *stats.End:
+		h.tagged.Add(-1)
 		sent := ct.sent
 		if sent.IsZero() { // an error status: sent with the trailers
 			sent = st.EndTime
