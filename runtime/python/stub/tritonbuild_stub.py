@@ -18,6 +18,7 @@ if sys.version_info < (3, 8):
     sys.exit(3)
 
 import asyncio
+import gc
 import importlib.util
 import json
 import mmap
@@ -539,6 +540,12 @@ class Stub:
             return {"err": "initialize raised %s" % _describe(exc)}
         if not hasattr(self.model, "execute"):
             return {"err": "TritonPythonModel in %s has no execute method" % path}
+        # What is alive now (the interpreter, numpy, torch, the model)
+        # lives as long as the stub: out of the collector's sight, the
+        # collections that each batch's short-lived objects set off no
+        # longer walk it. With torch imported that walk was a fifth of the
+        # stub's CPU time per batch of the report's model.
+        gc.freeze()
         return {"ok": True}
 
     def finalize(self):

@@ -250,6 +250,41 @@ class StubPoll(unittest.TestCase):
         os.close(w)
 
 
+class StubInitialize(unittest.TestCase):
+    def test_what_initialize_loaded_is_frozen(self):
+        # The objects alive after initialize (here the model's thousand
+        # lists) leave the collector's generations, so that the collections
+        # each batch sets off do not walk them again and again.
+        import gc
+        import os
+        import tempfile
+        import tritonbuild_stub as stub
+
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "m", "1"))
+            path = os.path.join(d, "m", "1", "frozen_model.py")
+            with open(path, "w") as f:
+                f.write("class TritonPythonModel:\n"
+                        "    def initialize(self, args):\n"
+                        "        self.kept = [[] for _ in range(1000)]\n"
+                        "    def execute(self, requests):\n"
+                        "        return []\n")
+            r, w = os.pipe()
+            shm = os.memfd_create("frozen-test")
+            os.ftruncate(shm, 1 << 16)
+            gc.unfreeze()
+            try:
+                s = stub.Stub(stub.Channel(r, w), stub.Shm(shm))
+                reply = s.initialize({"poll_us": 0, "shm": 1 << 16, "model_file": path, "args": {}})
+                self.assertEqual(reply, {"ok": True})
+                self.assertGreaterEqual(gc.get_freeze_count(), 1000)
+                self.assertNotIn(s.model.kept, gc.get_objects())
+            finally:
+                gc.unfreeze()
+                for fd in (r, w, shm):
+                    os.close(fd)
+
+
 class BF16Tensors(unittest.TestCase):
     """BF16 tensors hold their raw bits; DLPack carries them as bfloat16."""
 
