@@ -597,8 +597,9 @@ func (s *Scheduler) waitPop(expire <-chan time.Time) *job {
 
 // gatherPop waits, in lazy mode, for a queued job for worker i's batch
 // of rows rows: the worker is woken only when the queued rows let the
-// batch close (notify), not by every request, or when expire fires or
-// the scheduler stops (nil then). The worker's batch stays announced in
+// batch close (notify), not by every request; when expire fires it takes
+// what is queued, if anything, and when the scheduler stops it returns
+// nil. The worker's batch stays announced in
 // gathering[i] until it closes it (work).
 func (s *Scheduler) gatherPop(i, rows int, expire <-chan time.Time) *job {
 	s.gathering[i].Store(int64(rows))
@@ -611,7 +612,10 @@ func (s *Scheduler) gatherPop(i, rows int, expire <-chan time.Time) *job {
 		select {
 		case <-s.gatherWake[i]:
 		case <-expire:
-			return nil
+			// What was queued without letting the batch close is still
+			// this batch's: the batch takes it as its delay ends
+			// (the gather loop goes on taking while the queue has more).
+			return s.tryPop()
 		case <-s.stop:
 			return nil
 		}

@@ -501,3 +501,53 @@ func TestGatheringBatchTakesLaterRequests(t *testing.T) {
 		t.Error("a worker still announces a gathering batch after it executed")
 	}
 }
+
+// TestExpiredDelayTakesWhatQueued: requests that joined a gathering batch
+// through the queue without letting it close (no preferred size, short of
+// max_batch_size) are still that batch's when its delay ends, as under
+// Triton: three requests queued within the delay are one execution, not
+// the first alone and the others after a second delay.
+func TestExpiredDelayTakesWhatQueued(t *testing.T) {
+	be := fake.New()
+	const delay = time.Second
+	s, err := New(context.Background(), be, linearSpec("e", 8, nil), Config{
+		Name: "e", MaxBatchSize: 8, Instances: 1,
+		Dynamic: &Dynamic{MaxQueueDelay: delay},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	done := make(chan error, 3)
+	send := func() {
+		go func() {
+			_, err := s.Infer(context.Background(), rowsRequest(1, 1))
+			done <- err
+		}()
+	}
+	start := time.Now()
+	send()
+	for !s.isGathering() {
+		time.Sleep(time.Millisecond)
+	}
+	send()
+	send()
+	// Both queued behind the gathering batch (the first left the queue).
+	for s.queuedRows.Load() != 2 && time.Since(start) < delay {
+		time.Sleep(time.Millisecond)
+	}
+	if time.Since(start) >= delay {
+		t.Skip("the machine took longer than the queue delay to queue three requests")
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := be.Batches("e"); len(b) != 1 || b[0] != 3 {
+		t.Fatalf("batches %v, want one batch of 3 rows", b)
+	}
+	if st := s.Stats(); st.ExecutionCount != 1 {
+		t.Fatalf("execution count %d, want 1", st.ExecutionCount)
+	}
+}
