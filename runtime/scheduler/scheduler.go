@@ -636,6 +636,21 @@ func (s *Scheduler) endGather(i int) {
 	}
 }
 
+// handOn gives j, taken from the queue for a batch it did not fit, to
+// an idle worker to start the next batch, as Triton's batcher starts the
+// next batch at once for any free instance: in lazy mode requests join
+// the gathering batch through the queue even while instances are idle,
+// and kept by this worker, j would wait for its execution. It reports
+// false, the job staying with this worker, when none is idle.
+func (s *Scheduler) handOn(j *job) bool {
+	s.queued.Add(1) // the worker it goes to takes it again (take)
+	if s.handoff(j) {
+		return true
+	}
+	s.queued.Add(-1)
+	return false
+}
+
 // isGathering reports whether a worker waits, in lazy mode, to fill a
 // batch.
 func (s *Scheduler) isGathering() bool {
@@ -795,6 +810,9 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 			}
 		}
 		s.endGather(i)
+		if carry != nil && s.lazy && s.handOn(carry) {
+			carry = nil
+		}
 		// Claim the batch: a request whose timeout ended while the batch
 		// formed was answered and leaves it.
 		now := time.Now()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,5 +550,75 @@ func TestExpiredDelayTakesWhatQueued(t *testing.T) {
 	}
 	if st := s.Stats(); st.ExecutionCount != 1 {
 		t.Fatalf("execution count %d, want 1", st.ExecutionCount)
+	}
+}
+
+// gatedBatches is a backend whose first Execute tells started and waits
+// for release; each request gets an empty response.
+type gatedBatches struct {
+	started, release chan struct{}
+	first            atomic.Bool
+}
+
+func (b *gatedBatches) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return b, nil
+}
+
+func (b *gatedBatches) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	if b.first.CompareAndSwap(false, true) { // not a sync.Once: later calls must not wait for it
+		close(b.started)
+		<-b.release
+	}
+	out := make([]*backend.Response, len(reqs))
+	for i := range out {
+		out[i] = &backend.Response{}
+	}
+	return out, nil
+}
+
+func (b *gatedBatches) Close() error { return nil }
+
+// TestCarriedRequestStartsNextBatchOnIdleInstance: a request that joined a
+// gathering batch through the queue but did not fit it starts the next
+// batch on the idle instance, as under Triton, rather than waiting for
+// the instance that closed the batch to finish executing it: here b (2
+// rows) does not fit a (3 rows, max 4) and, with c, is the next batch of
+// 4 while a's execution is still held.
+func TestCarriedRequestStartsNextBatchOnIdleInstance(t *testing.T) {
+	be := &gatedBatches{started: make(chan struct{}), release: make(chan struct{})}
+	s, err := New(context.Background(), be, linearSpec("c", 4, nil), Config{
+		Name: "c", MaxBatchSize: 4, Instances: 2,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	defer close(be.release)
+	send := func(rows int) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Infer(context.Background(), rowsRequest(rows, 1))
+			done <- err
+		}()
+		return done
+	}
+	send(3)
+	for !s.isGathering() {
+		time.Sleep(time.Millisecond)
+	}
+	b := send(2)
+	<-be.started // a executes alone: b did not fit
+	c := send(2)
+	timeout := time.After(20 * time.Second)
+	for _, done := range []chan error{b, c} {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatal("b and c not answered in 20 s while the first batch executes: the request that did not fit waits for the busy instance")
+		}
 	}
 }
