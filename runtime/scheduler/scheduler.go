@@ -818,10 +818,13 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		now := time.Now()
 		kept := batch[:0]
 		for _, j := range batch {
+			// Read first: a job dispatch answers goes back to its
+			// caller, which recycles it.
+			r := j.rows
 			if s.dispatch(j, now) {
 				kept = append(kept, j)
 			} else {
-				rows -= j.rows
+				rows -= r
 			}
 		}
 		clear(batch[len(kept):])

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -620,5 +621,132 @@ func TestCarriedRequestStartsNextBatchOnIdleInstance(t *testing.T) {
 		case <-timeout:
 			t.Fatal("b and c not answered in 20 s while the first batch executes: the request that did not fit waits for the busy instance")
 		}
+	}
+}
+
+// TestLazyGatherStress: under the lazily woken batcher, with two
+// instances, requests of 1-3 rows, a small queue bound, request timeouts
+// and clients that leave, every request is answered, nothing stays
+// queued or announced, and the statistics add up (each request counted
+// once, success or failure; executions and inferences as executed).
+func TestLazyGatherStress(t *testing.T) {
+	be := fake.New()
+	s, err := New(context.Background(), be, linearSpec("st", 8, map[string]string{"fake_delay_us": "100"}), Config{
+		Name: "st", MaxBatchSize: 8, Instances: 2,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: 300 * time.Microsecond,
+			Levels: []QueuePolicy{{MaxQueueSize: 24, Timeout: time.Second, AllowOverride: true}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.lazy {
+		t.Fatal("one REJECT level with a queue delay should be woken lazily")
+	}
+	const clients, each = 16, 150
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range each {
+				req := rowsRequest(1+(c+n)%3, 1)
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				switch n % 11 {
+				case 3:
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(n%5)*100*time.Microsecond)
+				case 7:
+					req.Timeout = time.Duration(n%4) * 200 * time.Microsecond
+				}
+				_, _ = s.Infer(ctx, req)
+				cancel()
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("clients not answered in 60 s: %d pending, %d queued rows, gathering %v", s.pending.Load(), s.queuedRows.Load(), s.isGathering())
+	}
+	waitAnswered(t, s)
+	if q := s.queuedRows.Load(); q != 0 || s.isGathering() || s.Queued() != 0 {
+		t.Fatalf("after the last answer: %d queued rows, %d queued, gathering %v", q, s.Queued(), s.isGathering())
+	}
+	st := s.Stats()
+	if got := st.Success.Count + st.Fail.Count; got != clients*each {
+		t.Errorf("success %d + failed %d = %d, want %d requests", st.Success.Count, st.Fail.Count, got, clients*each)
+	}
+	batches := be.Batches("st")
+	rows := 0
+	for _, b := range batches {
+		rows += b
+	}
+	if st.ExecutionCount != uint64(len(batches)) || st.InferenceCount != uint64(rows) {
+		t.Errorf("executions %d, inferences %d; the backend ran %d batches of %d rows", st.ExecutionCount, st.InferenceCount, len(batches), rows)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimeoutAtDispatchLeavesTheJobToItsCaller: a request whose REJECT
+// timeout ends while its batch gathers is answered by the worker's
+// dispatch when the worker gets there before the request's own timer; its
+// caller then recycles the job at once, so the worker must not read it
+// afterwards (the race detector sees the read). Which goroutine gets
+// there first is up to the Go scheduler (one P, kept busy across both
+// deadlines), so the scene is played several times.
+func TestTimeoutAtDispatchLeavesTheJobToItsCaller(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	be := fake.New()
+	const delay = 20 * time.Millisecond
+	s, err := New(context.Background(), be, linearSpec("td", 8, nil), Config{
+		Name: "td", MaxBatchSize: 8, Instances: 1,
+		// Two levels: every push wakes the gathering worker, which takes
+		// the second request before its timeout ends.
+		Dynamic: &Dynamic{MaxQueueDelay: delay, DefaultLevel: 1,
+			Levels: []QueuePolicy{{Timeout: time.Minute, AllowOverride: true}, {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	const rounds = 25
+	for range rounds {
+		t0 := time.Now()
+		first := make(chan error, 1)
+		go func() {
+			_, err := s.Infer(context.Background(), rowsRequest(1, 1))
+			first <- err
+		}()
+		for s.Queued() != 0 || s.pending.Load() != 1 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		// Its timeout ends just before the batch's delay.
+		req := rowsRequest(1, 2)
+		req.Timeout = time.Until(t0.Add(delay - 2*time.Millisecond))
+		second := make(chan error, 1)
+		go func() {
+			_, err := s.Infer(context.Background(), req)
+			second <- err
+		}()
+		for s.Queued() != 0 || s.pending.Load() != 2 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		for time.Since(t0) < delay+10*time.Millisecond {
+			// Busy: the timers run when this goroutine is preempted.
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err == nil {
+			t.Fatal("the request whose timeout ended while its batch gathered was executed")
+		}
+		waitAnswered(t, s)
+	}
+	st := s.Stats()
+	if b := be.Batches("td"); len(b) != rounds || st.InferenceCount != rounds {
+		t.Fatalf("batches %v, inference count %d: want %d batches of the first request's row", b, st.InferenceCount, rounds)
 	}
 }
