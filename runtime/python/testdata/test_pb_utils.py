@@ -284,6 +284,44 @@ class StubInitialize(unittest.TestCase):
                 for fd in (r, w, shm):
                     os.close(fd)
 
+    def test_garbage_of_initialize_is_not_frozen(self):
+        # Cycles initialize dropped (loaders leave such garbage) are
+        # collected before the freeze: frozen, they would be kept for
+        # the stub's life, their finalizers never run.
+        import gc
+        import os
+        import tempfile
+        import tritonbuild_stub as stub
+
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "m", "1"))
+            path = os.path.join(d, "m", "1", "cyclic_model.py")
+            with open(path, "w") as f:
+                f.write("import weakref\n"
+                        "class Node:\n"
+                        "    pass\n"
+                        "class TritonPythonModel:\n"
+                        "    def initialize(self, args):\n"
+                        "        n = Node()\n"
+                        "        n.self = n\n"
+                        "        self.dropped = weakref.ref(n)\n"
+                        "    def execute(self, requests):\n"
+                        "        return []\n")
+            r, w = os.pipe()
+            shm = os.memfd_create("garbage-test")
+            os.ftruncate(shm, 1 << 16)
+            gc.unfreeze()
+            try:
+                s = stub.Stub(stub.Channel(r, w), stub.Shm(shm))
+                reply = s.initialize({"poll_us": 0, "shm": 1 << 16, "model_file": path, "args": {}})
+                self.assertEqual(reply, {"ok": True})
+                gc.collect()
+                self.assertIsNone(s.model.dropped(), "a cycle initialize dropped was frozen")
+            finally:
+                gc.unfreeze()
+                for fd in (r, w, shm):
+                    os.close(fd)
+
 
 class BF16Tensors(unittest.TestCase):
     """BF16 tensors hold their raw bits; DLPack carries them as bfloat16."""
