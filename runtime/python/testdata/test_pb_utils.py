@@ -2,6 +2,7 @@
 import contextlib
 import io
 import json
+import os
 import unittest
 
 import numpy as np
@@ -168,7 +169,6 @@ class StubMux(unittest.TestCase):
         # main thread afterwards (it used to be dropped, which hung the
         # next request of a decoupled model whose response thread was
         # still sending).
-        import os
         import threading
         import tritonbuild_stub as stub
 
@@ -200,7 +200,6 @@ class StubPoll(unittest.TestCase):
     CPU it polls on is wanted by other work."""
 
     def test_poll_stops_at_a_long_pause_and_skips_the_next_reads(self):
-        import os
         import threading
         import tritonbuild_stub as stub
 
@@ -251,76 +250,68 @@ class StubPoll(unittest.TestCase):
 
 
 class StubInitialize(unittest.TestCase):
-    def test_what_initialize_loaded_is_frozen(self):
-        # The objects alive after initialize (here the model's thousand
-        # lists) leave the collector's generations, so that the collections
-        # each batch sets off do not walk them again and again.
+    @contextlib.contextmanager
+    def initialized(self, name, source):
+        # A stub over a pipe and a memfd that has run initialize on a
+        # model.py of source, with the collector unfrozen around it so
+        # that each test sees only its own freeze.
         import gc
-        import os
         import tempfile
         import tritonbuild_stub as stub
 
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "m", "1"))
-            path = os.path.join(d, "m", "1", "frozen_model.py")
+            path = os.path.join(d, "m", "1", name)
             with open(path, "w") as f:
-                f.write("class TritonPythonModel:\n"
-                        "    def initialize(self, args):\n"
-                        "        self.kept = [[] for _ in range(1000)]\n"
-                        "    def execute(self, requests):\n"
-                        "        return []\n")
+                f.write(source)
             r, w = os.pipe()
-            shm = os.memfd_create("frozen-test")
+            shm = os.memfd_create(name)
             os.ftruncate(shm, 1 << 16)
             gc.unfreeze()
             try:
                 s = stub.Stub(stub.Channel(r, w), stub.Shm(shm))
                 reply = s.initialize({"poll_us": 0, "shm": 1 << 16, "model_file": path, "args": {}})
                 self.assertEqual(reply, {"ok": True})
-                self.assertGreaterEqual(gc.get_freeze_count(), 1000)
-                self.assertNotIn(s.model.kept, gc.get_objects())
+                yield s
             finally:
                 gc.unfreeze()
                 for fd in (r, w, shm):
                     os.close(fd)
+
+    def test_what_initialize_loaded_is_frozen(self):
+        # The objects alive after initialize (here the model's thousand
+        # lists) leave the collector's generations, so that the collections
+        # each batch sets off do not walk them again and again.
+        import gc
+
+        with self.initialized("frozen_model.py",
+                              "class TritonPythonModel:\n"
+                              "    def initialize(self, args):\n"
+                              "        self.kept = [[] for _ in range(1000)]\n"
+                              "    def execute(self, requests):\n"
+                              "        return []\n") as s:
+            self.assertGreaterEqual(gc.get_freeze_count(), 1000)
+            self.assertNotIn(s.model.kept, gc.get_objects())
 
     def test_garbage_of_initialize_is_not_frozen(self):
         # Cycles initialize dropped (loaders leave such garbage) are
         # collected before the freeze: frozen, they would be kept for
         # the stub's life, their finalizers never run.
         import gc
-        import os
-        import tempfile
-        import tritonbuild_stub as stub
 
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "m", "1"))
-            path = os.path.join(d, "m", "1", "cyclic_model.py")
-            with open(path, "w") as f:
-                f.write("import weakref\n"
-                        "class Node:\n"
-                        "    pass\n"
-                        "class TritonPythonModel:\n"
-                        "    def initialize(self, args):\n"
-                        "        n = Node()\n"
-                        "        n.self = n\n"
-                        "        self.dropped = weakref.ref(n)\n"
-                        "    def execute(self, requests):\n"
-                        "        return []\n")
-            r, w = os.pipe()
-            shm = os.memfd_create("garbage-test")
-            os.ftruncate(shm, 1 << 16)
-            gc.unfreeze()
-            try:
-                s = stub.Stub(stub.Channel(r, w), stub.Shm(shm))
-                reply = s.initialize({"poll_us": 0, "shm": 1 << 16, "model_file": path, "args": {}})
-                self.assertEqual(reply, {"ok": True})
-                gc.collect()
-                self.assertIsNone(s.model.dropped(), "a cycle initialize dropped was frozen")
-            finally:
-                gc.unfreeze()
-                for fd in (r, w, shm):
-                    os.close(fd)
+        with self.initialized("cyclic_model.py",
+                              "import weakref\n"
+                              "class Node:\n"
+                              "    pass\n"
+                              "class TritonPythonModel:\n"
+                              "    def initialize(self, args):\n"
+                              "        n = Node()\n"
+                              "        n.self = n\n"
+                              "        self.dropped = weakref.ref(n)\n"
+                              "    def execute(self, requests):\n"
+                              "        return []\n") as s:
+            gc.collect()
+            self.assertIsNone(s.model.dropped(), "a cycle initialize dropped was frozen")
 
 
 class BF16Tensors(unittest.TestCase):
