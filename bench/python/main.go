@@ -328,11 +328,16 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 			pids = append(pids, p.PID())
 		}
 	}
-	cpu0, err := machine.CPUTime(pids...)
-	if err != nil {
-		return result{}, err
+	// cpuTimes reads the CPU time of all the peer's processes and of its
+	// stubs alone (pids[1:]; none for the pytorch backend).
+	cpuTimes := func() (all, stubs time.Duration, err error) {
+		if all, err = machine.CPUTime(pids...); err != nil {
+			return 0, 0, err
+		}
+		stubs, err = machine.CPUTime(pids[1:]...)
+		return all, stubs, err
 	}
-	stub0, err := machine.CPUTime(pids[1:]...)
+	cpu0, stub0, err := cpuTimes()
 	if err != nil {
 		return result{}, err
 	}
@@ -366,11 +371,7 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 	}
 	clients.Wait()
 	elapsed := time.Since(start)
-	cpu1, err := machine.CPUTime(pids...)
-	if err != nil {
-		return result{}, err
-	}
-	stub1, err := machine.CPUTime(pids[1:]...)
+	cpu1, stub1, err := cpuTimes()
 	if err != nil {
 		return result{}, err
 	}

@@ -249,11 +249,17 @@ func (in *countingInstance) Execute(_ context.Context, reqs []*backend.Request) 
 	in.be.runs[in.idx]++
 	in.be.mu.Unlock()
 	time.Sleep(in.be.delay)
-	resps := make([]*backend.Response, len(reqs))
+	return emptyResponses(len(reqs)), nil
+}
+
+// emptyResponses answers n requests with no outputs, for test backends
+// that only count or hold executions.
+func emptyResponses(n int) []*backend.Response {
+	resps := make([]*backend.Response, n)
 	for i := range resps {
 		resps[i] = &backend.Response{}
 	}
-	return resps, nil
+	return resps
 }
 
 func (in *countingInstance) Close() error { return nil }
@@ -570,11 +576,7 @@ func (b *gatedBatches) Execute(_ context.Context, reqs []*backend.Request) ([]*b
 		close(b.started)
 		<-b.release
 	}
-	out := make([]*backend.Response, len(reqs))
-	for i := range out {
-		out[i] = &backend.Response{}
-	}
-	return out, nil
+	return emptyResponses(len(reqs)), nil
 }
 
 func (b *gatedBatches) Close() error { return nil }
