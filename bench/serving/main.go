@@ -13,8 +13,11 @@
 //	                        directly (no HTTP, no scheduler)
 //
 // Every case runs at each concurrency (default 1 and 64) for -duration,
-// for -rounds rounds in alternating order; the medians over rounds of p50,
-// p99 and throughput are printed with the ratios the goals are stated in:
+// for -rounds rounds in alternating order, each round's -duration split
+// into -slices turns that the cases take in alternation; the medians over
+// rounds of p50, p99 and throughput are printed, and the goals are
+// medians over pairs of slices that ran next to each other, of the ratios
+// they are stated in:
 // at concurrency 1, p50(triton) - p50(floor) - p50(compute); at concurrency
 // 64, throughput(triton-bin) / throughput(floor-bin) and
 // throughput(triton-grpc) / throughput(triton-bin). The server runs the
@@ -95,6 +98,7 @@ type options struct {
 	python      string
 	duration    time.Duration
 	rounds      int
+	slices      int
 	conc        []int
 	instances   int
 	delayUs     int
@@ -125,6 +129,7 @@ func main() {
 	flag.StringVar(&o.makeModel, "make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per case, round and concurrency")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (cases alternate order between rounds)")
+	flag.IntVar(&o.slices, "slices", 10, "each case's -duration in a round is run in this many turns, interleaved with the other cases' (1: back to back)")
 	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies")
 	flag.IntVar(&o.instances, "instances", 2, "model instances")
 	flag.IntVar(&o.delayUs, "delay-us", 0, "dynamic batching max_queue_delay_microseconds")
@@ -385,9 +390,48 @@ type target struct {
 	only1 bool
 }
 
+// runRound measures each case of run once for d, in n slices: the cases
+// take turns for d/n at a time (the order reversed every slice). It
+// returns each case's result over the round (its slices summed) and over
+// each slice. Slice j of two cases ran within a few hundred milliseconds
+// of each other, so the machine's swings, which last seconds, hit both,
+// where back-to-back runs of d each put a swing on one case and not its
+// pair.
+func runRound(client *http.Client, run []target, model string, conc int, d time.Duration, n int) (round []result, perSlice [][]result, err error) {
+	n = max(n, 1)
+	acc := make([]sample, len(run))
+	perSlice = make([][]result, len(run))
+	part := d / time.Duration(n)
+	for s := 0; s < n; s++ {
+		for k := range run {
+			i := k
+			if s%2 == 1 {
+				i = len(run) - 1 - k
+			}
+			x, err := load(client, run[i], model, conc, part)
+			if err != nil {
+				return nil, nil, err
+			}
+			res, err := x.result()
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s at concurrency %d: %w", run[i].name, conc, err)
+			}
+			perSlice[i] = append(perSlice[i], res)
+			acc[i].add(x)
+		}
+	}
+	round = make([]result, len(run))
+	for i, t := range run {
+		if round[i], err = acc[i].result(); err != nil {
+			return nil, nil, fmt.Errorf("%s at concurrency %d: %w", t.name, conc, err)
+		}
+	}
+	return round, perSlice, nil
+}
+
 // load runs conc clients in a closed loop against t for d; the triton
 // cases address model.
-func load(client *http.Client, t target, model string, conc int, d time.Duration) (result, error) {
+func load(client *http.Client, t target, model string, conc int, d time.Duration) (sample, error) {
 	if t.request != nil {
 		return closedLoop(conc, d, func(c int) error { return t.request(model, c) })
 	}
@@ -414,9 +458,34 @@ func load(client *http.Client, t target, model string, conc int, d time.Duration
 	})
 }
 
+// sample is what one closed-loop run measured, unsummarized, so that the
+// slices of a round add up before their percentiles are taken.
+type sample struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (s *sample) add(x sample) {
+	s.lat = append(s.lat, x.lat...)
+	s.elapsed += x.elapsed
+	s.cpu += x.cpu
+}
+
+// result summarizes s: percentiles over every call, throughput and CPU
+// per call over the time s ran.
+func (s sample) result() (result, error) {
+	if len(s.lat) == 0 {
+		return result{}, errors.New("no request completed")
+	}
+	all := slices.Clone(s.lat)
+	slices.Sort(all)
+	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / s.elapsed.Seconds(), cpu: s.cpu / time.Duration(len(all))}, nil
+}
+
 // closedLoop runs conc clients, each calling do back to back for d, and
-// summarizes the latencies of the calls.
-func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error) {
+// returns every call's latency.
+func closedLoop(conc int, d time.Duration, do func(c int) error) (sample, error) {
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, conc)
 	errs := make(chan error, conc)
@@ -438,21 +507,18 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (result, error)
 		}(c)
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	s := sample{elapsed: time.Since(start), cpu: processCPU() - cpu0}
 	close(errs)
 	if err := <-errs; err != nil {
-		return result{}, err
+		return sample{}, err
 	}
-	var all []time.Duration
 	for _, l := range lat {
-		all = append(all, l...)
+		s.lat = append(s.lat, l...)
 	}
-	if len(all) == 0 {
-		return result{}, errors.New("no request completed")
+	if len(s.lat) == 0 {
+		return sample{}, errors.New("no request completed")
 	}
-	slices.Sort(all)
-	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / elapsed.Seconds(), cpu: cpu / time.Duration(len(all))}, nil
+	return s, nil
 }
 
 // processCPU is the CPU time this process has used (user + system); 0
@@ -624,9 +690,11 @@ func run(o options) (int, error) {
 	maxConc := slices.Max(o.conc)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
 
-	results := map[string]map[int][]result{}
+	// results holds each case's result per round (the table); pairs per
+	// slice of every round, which the goals compare (see runRound).
+	results, pairs := map[string]map[int][]result{}, map[string]map[int][]result{}
 	for _, t := range targets {
-		results[t.name] = map[int][]result{}
+		results[t.name], pairs[t.name] = map[int][]result{}, map[int][]result{}
 		// Warm up connections and code paths.
 		for _, m := range []string{plainModel, batchedModel} {
 			if t.only1 && m == batchedModel {
@@ -657,15 +725,14 @@ func run(o options) (int, error) {
 			slices.Reverse(order)
 		}
 		for _, c := range o.conc {
-			for _, t := range order {
-				if t.only1 && c != 1 {
-					continue
-				}
-				res, err := load(client, t, o.modelFor(c), c, o.duration)
-				if err != nil {
-					return 0, err
-				}
-				results[t.name][c] = append(results[t.name][c], res)
+			run := slices.DeleteFunc(slices.Clone(order), func(t target) bool { return t.only1 && c != 1 })
+			round, perSlice, err := runRound(client, run, o.modelFor(c), c, o.duration, o.slices)
+			if err != nil {
+				return 0, err
+			}
+			for i, t := range run {
+				results[t.name][c] = append(results[t.name][c], round[i])
+				pairs[t.name][c] = append(pairs[t.name][c], perSlice[i]...)
 			}
 		}
 	}
@@ -720,11 +787,11 @@ func run(o options) (int, error) {
 	}
 	for _, c := range o.conc {
 		for _, kind := range []string{"json", "bin"} {
-			tr, fl := results["triton-"+kind][c], results["floor-"+kind][c]
+			tr, fl := pairs["triton-"+kind][c], pairs["floor-"+kind][c]
 			ratio := paired(tr, fl, throughputRatio)
 			line := fmt.Sprintf("conc %3d %-4s: throughput triton/floor %.2f, CPU per request triton/floor %.2f", c, kind, ratio, paired(tr, fl, cpuRatio))
 			if c == 1 {
-				over := paired(tr, results["floor+fwd-"+kind][1], p50Over)
+				over := paired(tr, pairs["floor+fwd-"+kind][1], p50Over)
 				line += fmt.Sprintf("; p50 over floor+fwd %+.1f us (over floor + tight compute %+.1f us)", over, paired(tr, fl, p50Over)-us(compute))
 				goals = append(goals, goal{name: "c=1 " + kind + " p50 over floor+compute", client: "in-process", measured: over, limit: 10, atMost: true, unit: "us"})
 			}
@@ -734,7 +801,7 @@ func run(o options) (int, error) {
 			}
 		}
 		g, b := med["triton-grpc"][c], med["triton-bin"][c]
-		gr := paired(results["triton-grpc"][c], results["triton-bin"][c], throughputRatio)
+		gr := paired(pairs["triton-grpc"][c], pairs["triton-bin"][c], throughputRatio)
 		fmt.Printf("conc %3d grpc: throughput grpc/http-binary %.2f; p50 grpc %.1f us vs http-binary %.1f us\n",
 			c, gr, us(g.p50), us(b.p50))
 		if c == maxConc && c > 1 {
@@ -747,14 +814,16 @@ func run(o options) (int, error) {
 		if !ok1 || !ok2 {
 			continue // not run (-cases)
 		}
-		ratio := float64(hit.p50) / float64(max(fl.p50, 1))
-		hr, fr := results["triton-bin-cached"][c], results["floor-bin"][c]
+		hr, fr := pairs["triton-bin-cached"][c], pairs["floor-bin"][c]
+		// Paired per slice, as the other goals are: the p50 of one case
+		// over a whole run moves with the machine as much as the ratio.
+		ratio := paired(hr, fr, p50Ratio)
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for i := range min(len(hr), len(fr)) {
 			r := p50Ratio(hr[i], fr[i])
 			lo, hi = min(lo, r), max(hi, r)
 		}
-		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (%.2fx; per round %.2f-%.2fx); throughput cache hit/floor %.2f\n",
+		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (medians over rounds); paired per slice %.2fx (%.2f-%.2fx); throughput cache hit/floor %.2f\n",
 			c, us(hit.p50), us(fl.p50), ratio, lo, hi, paired(hr, fr, throughputRatio))
 		if c == 1 {
 			goals = append(goals, goal{name: "c=1 cache-hit p50 / floor-bin p50 (issue 22)", client: "in-process", measured: ratio, limit: 1.1, atMost: true, unit: "x"})
@@ -802,10 +871,10 @@ func run(o options) (int, error) {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// paired is the median over rounds of f of two cases' results in the same
-// round. The two ran next to each other, so a change in what else the
-// machine runs, which takes seconds, hits both; a ratio of medians taken
-// over the whole run would not cancel it.
+// paired is the median of f over pairs of two cases' results taken at
+// the same time: the same round, or the same slice of one (runRound). A
+// change in what else the machine runs hits both of a pair; a ratio of
+// medians taken over the whole run would not cancel it.
 func paired(a, b []result, f func(a, b result) float64) float64 {
 	n := min(len(a), len(b))
 	if n == 0 {
