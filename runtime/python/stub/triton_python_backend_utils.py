@@ -421,6 +421,20 @@ class InferenceRequest:
         if parameters is not None:
             _params_dict(parameters)  # refuse bad parameters where they are given
 
+    @classmethod
+    def _incoming(cls, inputs, requested, request_id, parameters, rk, reschedulable, cancel_flag):
+        """A request of a batch, as the stub hands it to execute: the state
+        __init__ sets, in one dict. Building a batch's requests is a
+        tenth of the stub's time per batch, and this is a third of what
+        __init__ with its keywords costs."""
+        request = cls.__new__(cls)
+        request.__dict__ = dict(_INCOMING, _inputs=inputs, _requested=requested, _request_id=request_id,
+                                _parameters=parameters, _rk=rk, _reschedulable=reschedulable,
+                                _cancel_flag=cancel_flag)
+        if parameters is not None:
+            _params_dict(parameters)
+        return request
+
     def inputs(self):
         return self._inputs
 
@@ -870,3 +884,8 @@ TRITON_STRING_TO_NUMPY = {
     "TYPE_" + ("STRING" if name == "BYTES" else name): dtype.type
     for name, dtype in _WIRE_TO_NUMPY.items()
 }
+
+
+# What InferenceRequest.__init__ sets by default, for _incoming (after the
+# constants it uses).
+_INCOMING = dict(vars(InferenceRequest()))

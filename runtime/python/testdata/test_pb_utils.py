@@ -314,6 +314,34 @@ class StubInitialize(unittest.TestCase):
             self.assertIsNone(s.model.dropped(), "a cycle initialize dropped was frozen")
 
 
+    def test_exec_reply_is_the_json_of_its_responses(self):
+        # The stub writes an exec reply's text itself rather than through
+        # the JSON encoder: names that need escaping, shapes, offsets,
+        # parameters and errors must read back as the encoder's would.
+        with self.initialized("reply_model.py",
+                              "import numpy as np\n"
+                              "import triton_python_backend_utils as pb_utils\n"
+                              "class TritonPythonModel:\n"
+                              "    def execute(self, requests):\n"
+                              "        x = pb_utils.get_input_tensor_by_name(requests[0], 'IN').as_numpy()\n"
+                              "        return [pb_utils.InferenceResponse(\n"
+                              "                    [pb_utils.Tensor('o\"\\u00e9', (x * 2).reshape(2, 3)),\n"
+                              "                     pb_utils.Tensor('unasked', x)], parameters={'k': 1, 's': 'v\"'}),\n"
+                              "                pb_utils.InferenceResponse(error=pb_utils.TritonError('bad \"x\"', 3)),\n"
+                              "                pb_utils.InferenceResponse([pb_utils.Tensor('B', np.array([b'ab', b''], dtype=object))])]\n") as s:
+            np.frombuffer(s.shm.mm, dtype=np.float32, count=6)[:] = np.arange(6)
+            reqs = [{"in": [["IN", "FP32", [6], 0, 24]], "out": ["o\"\u00e9"]}, {"in": [], "out": []},
+                    {"in": [], "out": []}]
+            text = s.execute({"op": "exec", "seq": 9, "shm": 1 << 16, "out": 100, "cx": 64, "reqs": reqs})
+            reply = json.loads(text if isinstance(text, str) else json.dumps(text))
+            self.assertEqual(reply, {"seq": 9, "shm": 1 << 16, "resps": [
+                {"out": [{"n": "o\"\u00e9", "t": "FP32", "s": [2, 3], "o": 128, "b": 24}], "params": {"k": 1, "s": "v\""}},
+                {"err": 'bad "x"', "code": 3},
+                {"out": [{"n": "B", "t": "BYTES", "s": [2], "o": 192, "b": 10}]}]})
+            self.assertEqual(list(np.frombuffer(s.shm.mm, dtype=np.float32, count=6, offset=128)), [0, 2, 4, 6, 8, 10])
+            self.assertEqual(bytes(s.shm.mm[192:202]), b"\x02\x00\x00\x00ab\x00\x00\x00\x00")
+
+
 class BF16Tensors(unittest.TestCase):
     """BF16 tensors hold their raw bits; DLPack carries them as bfloat16."""
 
