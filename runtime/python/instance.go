@@ -272,18 +272,20 @@ type wireTensor struct {
 }
 
 type execReply struct {
-	Seq   uint64 `json:"seq"`
-	Shm   int    `json:"shm"`
-	Err   string `json:"err"`
-	Resps []struct {
-		Err    string                 `json:"err"`
-		Code   *int                   `json:"code"`
-		Out    []wireTensor           `json:"out"`
-		Params backend.JSONParameters `json:"params"`
-		None   bool                   `json:"none"` // decoupled: execute returned no response for it
-		// Resched: the model released the request with RESCHEDULE.
-		Resched bool `json:"rs"`
-	} `json:"resps"`
+	Seq   uint64     `json:"seq"`
+	Shm   int        `json:"shm"`
+	Err   string     `json:"err"`
+	Resps []execResp `json:"resps"`
+}
+
+type execResp struct {
+	Err    string                 `json:"err"`
+	Code   *int                   `json:"code"`
+	Out    []wireTensor           `json:"out"`
+	Params backend.JSONParameters `json:"params"`
+	None   bool                   `json:"none"` // decoupled: execute returned no response for it
+	// Resched: the model released the request with RESCHEDULE.
+	Resched bool `json:"rs"`
 }
 
 // Execute runs the requests as one call of model.py's execute.
@@ -498,7 +500,7 @@ func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, erro
 			return nil, in.stubFailed(proc, "running execute", err)
 		}
 		rep := new(execReply)
-		if err := json.Unmarshal(frame, rep); err != nil {
+		if err := decodeExecReply(frame, rep); err != nil {
 			return nil, in.stubFailed(proc, "running execute", fmt.Errorf("unreadable reply %q: %w", truncate(frame, 200), err))
 		}
 		if rep.Seq < in.seq {
