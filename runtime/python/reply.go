@@ -42,7 +42,8 @@ func (s *replyScanner) lit(l string) bool {
 	return true
 }
 
-// num reads a non-negative integer of at most 18 digits (no overflow).
+// num reads a non-negative integer of at most 18 digits (no overflow),
+// without a leading zero, which JSON does not allow.
 func (s *replyScanner) num() (int64, bool) {
 	var n int64
 	start := s.i
@@ -50,7 +51,7 @@ func (s *replyScanner) num() (int64, bool) {
 		n = n*10 + int64(s.b[s.i]-'0')
 		s.i++
 	}
-	return n, s.i > start
+	return n, s.i > start && (s.b[start] != '0' || s.i == start+1)
 }
 
 // str reads a string of printable ASCII without escapes: what

@@ -85,3 +85,28 @@ func BenchmarkDecodeExecReply(b *testing.B) {
 		})
 	}
 }
+
+// FuzzDecodeExecReply: whatever the scanner accepts, encoding/json reads
+// the same way, and what encoding/json refuses is refused.
+func FuzzDecodeExecReply(f *testing.F) {
+	f.Add([]byte(usualReply))
+	f.Add([]byte(`{"seq":1,"resps":[],"shm":4096}`))
+	f.Add([]byte(`{"seq":3,"resps":[{"out":[{"n":"a","t":"BYTES","s":[2,3,0],"o":0,"b":0}]}],"shm":8192}`))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var want, got execReply
+		werr := json.Unmarshal(frame, &want)
+		gerr := decodeExecReply(frame, &got)
+		if werr != nil {
+			if gerr == nil {
+				t.Fatalf("%q decoded, encoding/json: %v", frame, werr)
+			}
+			return
+		}
+		if gerr != nil {
+			t.Fatalf("%q: %v, encoding/json read it", frame, gerr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", frame, got, want)
+		}
+	})
+}
