@@ -124,6 +124,38 @@ func TestRestrictedProtocol(t *testing.T) {
 	}
 }
 
+// TestRestrictedInference: restricting the inference category closes
+// both ModelInfer (served by its own handler, past the unary
+// interceptors) and ModelStreamInfer to calls without the header, with
+// Triton's text, and opens them to calls that carry it.
+func TestRestrictedInference(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	rules := access.Rules{}
+	if err := rules.Add("grpc-restricted-protocol", "inference:infer-key=v"); err != nil {
+		t.Fatal(err)
+	}
+	e := serve(t, repo, Options{Manager: repo.Manager, Restricted: rules})
+	const want = "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'"
+	_, err := e.client.ModelInfer(context.Background(), linearRequest("", rows(1, 0), true))
+	if st := grpcstatus.Convert(err); st.Code() != codes.Unavailable || st.Message() != want {
+		t.Errorf("ModelInfer without the header: %v", err)
+	}
+	stream, err := e.client.ModelStreamInfer(context.Background())
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if st := grpcstatus.Convert(err); st.Code() != codes.Unavailable || st.Message() != want {
+		t.Errorf("ModelStreamInfer without the header: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "triton-grpc-protocol-infer-key", "v")
+	if r, err := e.client.ModelInfer(ctx, linearRequest("i1", rows(1, 0), true)); err != nil || r.GetId() != "i1" {
+		t.Errorf("ModelInfer with the header: %v %v", r, err)
+	}
+	if _, err := e.client.ServerLive(context.Background(), &pb.ServerLiveRequest{}); err != nil {
+		t.Errorf("health, not restricted: %v", err)
+	}
+}
+
 // TestConnectionAgeGoesAway: a connection older than MaxConnectionAge is
 // sent GOAWAY even while a call runs on it (so it is not the idle
 // bound), the client moves on, and the running stream still completes

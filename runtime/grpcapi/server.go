@@ -96,7 +96,7 @@ type Server struct {
 	health *readinessHealth // grpc.health.v1
 }
 
-// New builds the service; register it with Register or NewGRPCServer.
+// New builds the service; NewGRPCServer serves it.
 func New(opts Options) *Server {
 	if opts.ID == "" {
 		opts.ID = "triton"
@@ -126,25 +126,28 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Register adds the inference and health services to r.
-func (s *Server) Register(r grpc.ServiceRegistrar) {
-	pb.RegisterGRPCInferenceServiceServer(r, s)
-	healthpb.RegisterHealthServer(r, s.health)
+// register adds the inference and health services to g. ModelInfer is
+// served by serveModelInfer, which passes no unary interceptor: g is the
+// server NewGRPCServer configures, so none is left out but the
+// restriction that serveModelInfer checks itself.
+func (s *Server) register(g *grpc.Server) {
+	desc := pb.GRPCInferenceService_ServiceDesc
+	desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool { return m.MethodName == "ModelInfer" })
+	desc.Streams = append(slices.Clone(desc.Streams), grpc.StreamDesc{StreamName: "ModelInfer", Handler: s.serveModelInfer})
+	g.RegisterService(&desc, s)
+	healthpb.RegisterHealthServer(g, s.health)
 }
 
 // NewGRPCServer returns a grpc.Server carrying the services with the
 // options' Limits applied (serve it on Limits.Listener's result so that
 // the connection bound holds too).
-func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
-	opts := append(s.opts.Limits.serverOptions(), extra...)
+func (s *Server) NewGRPCServer() *grpc.Server {
+	opts := s.opts.Limits.serverOptions()
 	if len(s.opts.Restricted) > 0 {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.restrictUnary), grpc.ChainStreamInterceptor(s.restrictStream))
 	}
-	if s.opts.Tracing != nil {
-		opts = append(opts, grpc.StatsHandler(newTraceStats(s.opts.Tracing)))
-	}
 	g := grpc.NewServer(opts...)
-	s.Register(g)
+	s.register(g)
 	return g
 }
 

@@ -33,6 +33,7 @@ type env struct {
 	srv    *Server
 	root   string
 	conn   *grpc.ClientConn
+	addr   string
 }
 
 // newEnv serves a repository with the fake backend over a real loopback
@@ -61,7 +62,7 @@ func serve(t testing.TB, repo *frontendtest.Repo, opts Options) *env {
 		conn.Close()
 		g.Stop()
 	})
-	return &env{mgr: repo.Manager, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: repo.Root, conn: conn}
+	return &env{mgr: repo.Manager, client: pb.NewGRPCInferenceServiceClient(conn), health: healthpb.NewHealthClient(conn), srv: srv, root: repo.Root, conn: conn, addr: ln.Addr().String()}
 }
 
 func bytesF32(b []byte) []float32 {
