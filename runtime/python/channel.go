@@ -44,23 +44,32 @@ type channel struct {
 	wmu  sync.Mutex // one writer at a time: Execute, and replies to the stub's calls
 	wbuf []byte
 
-	// expect counts the replies the server waits for; reads poll (see
-	// poll) only while it is positive, so an idle stub costs no polling.
+	// expect counts the exec replies the server waits for; reads poll
+	// (see poll) only while it is positive, so an idle stub costs no
+	// polling. Execute adds one per batch sent, the reader takes one off
+	// per reply received (gotReply).
 	expect atomic.Int32
 
 	mu  sync.Mutex // guards gen against a late context callback
 	gen uint64
 
-	// poll is how long a read polls the pipe before parking (see
-	// KeyPollMicros); raw reaches the pipe's descriptor for that.
+	// poll is how long a read polls before parking (see KeyPollMicros);
+	// raw reaches the pipe's descriptor for that.
 	poll    time.Duration
 	raw     syscall.RawConn
 	budget  *spinBudget // shared with the backend's other channels; nil: no limit
 	backoff pollBackoff // the reader's: whether it polls after meeting contention
+	window  pollWindow  // the reader's: how long its next poll lasts
+
+	// bell holds both sides' counts of bytes written (doorbell.go): a
+	// poll watches the stub's count and reads the pipe only once it moved
+	// past got, the bytes read so far. got belongs to the reader.
+	bell *doorbell
+	got  uint64
 }
 
-func newChannel(w, r *os.File) *channel {
-	return &channel{w: w, r: r, buf: make([]byte, 64<<10)}
+func newChannel(w, r *os.File, bell *doorbell) *channel {
+	return &channel{w: w, r: r, buf: make([]byte, 64<<10), bell: bell}
 }
 
 // send writes one frame without payload with a single write call. body
@@ -81,14 +90,17 @@ func (c *channel) sendPayload(body, payload []byte) error {
 		c.wbuf = append(c.wbuf, payload...)
 		payload = nil
 	}
-	if _, err := c.w.Write(c.wbuf); err != nil {
+	// Each write is counted once it is in the pipe: the stub reads only
+	// what the count promises, so counting before the write could send it
+	// into a read that finds nothing.
+	n, err := c.w.Write(c.wbuf)
+	c.bell.count(bellToStub).Add(uint64(n))
+	if err != nil || len(payload) == 0 {
 		return err
 	}
-	if len(payload) > 0 {
-		_, err := c.w.Write(payload)
-		return err
-	}
-	return nil
+	n, err = c.w.Write(payload)
+	c.bell.count(bellToStub).Add(uint64(n))
+	return err
 }
 
 // recv returns the next frame's JSON; its payload, if any, is dropped
@@ -144,15 +156,26 @@ func (c *channel) setPoll(d time.Duration) error {
 	return nil
 }
 
-// read is c.r.Read, polling first when c.poll is set. Parking a goroutine
-// on an empty pipe lets its CPU go idle, and on the VMs this runs on an idle
-// CPU takes ~25 us to wake: more than a one-row execute costs. Polling
-// yields to runnable goroutines between attempts, only a read granted by
-// the spin budget polls at all, and a poll that finds its CPU taken by
-// other work stops and backs off (pollFor, pollBackoff), so it spends CPU
-// time nothing else wants; past c.poll it parks as usual, with the read
-// deadline in force.
+// read is c.r.Read, polling first when c.poll is set, and counts what it
+// read in c.got.
 func (c *channel) read(p []byte) (int, error) {
+	n, err := c.pollRead(p)
+	c.got += uint64(n)
+	return n, err
+}
+
+// pollRead is c.r.Read, polling first when c.poll is set. Parking a
+// goroutine on an empty pipe lets its CPU go idle, and on the VMs this
+// runs on an idle CPU takes ~25 us to wake: more than a one-row execute
+// costs. A poll watches the stub's count on the doorbell page and tries
+// the pipe only once that count says bytes are there: a read(2) that
+// finds nothing is a kernel entry, which on these VMs costs more than
+// the memory load. Polling yields to runnable goroutines between
+// attempts, only a read granted by the spin budget polls at all, and a
+// poll that finds its CPU taken by other work stops and backs off
+// (pollFor, pollBackoff), so it spends CPU time nothing else wants; past
+// c.poll it parks as usual, with the read deadline in force.
+func (c *channel) pollRead(p []byte) (int, error) {
 	if c.poll <= 0 || c.expect.Load() <= 0 || !c.backoff.allow() {
 		return c.r.Read(p)
 	}
@@ -163,6 +186,8 @@ func (c *channel) read(p []byte) (int, error) {
 	var n int
 	var rerr error
 	polled := false
+	start := time.Now()
+	defer func() { c.window.observe(time.Since(start), c.poll) }()
 	err := c.raw.Read(func(fd uintptr) bool {
 		try := func() bool {
 			for {
@@ -176,9 +201,19 @@ func (c *channel) read(p []byte) (int, error) {
 			return try()
 		}
 		polled = true
-		o := pollFor(c.poll, time.Now, runtime.Gosched, try)
+		// Nothing counted that is not read yet: nothing to try.
+		ready := func() bool { return c.bell.count(bellToServer).Load() != c.got && try() }
+		o := pollFor(c.window.next(c.poll), time.Now, runtime.Gosched, ready)
 		c.backoff.observe(o)
-		return o == pollAtOnce || o == pollGot
+		if o == pollAtOnce || o == pollGot {
+			return true
+		}
+		// The poller is edge-triggered and forgot any edge from before
+		// this read began: only a read(2) that finds the pipe empty makes
+		// sure the next bytes wake it. Bytes written before the stub's
+		// count moved (the stub lost its CPU in between) would otherwise
+		// wait for the next frame.
+		return try()
 	})
 	switch {
 	case err != nil:
@@ -189,6 +224,15 @@ func (c *channel) read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// gotReply counts off one awaited reply. Only the reader calls it, so the
+// check and the decrement cannot race with another decrement; replies to
+// frames nobody counted (init, finalize) leave the count at zero.
+func (c *channel) gotReply() {
+	if c.expect.Load() > 0 {
+		c.expect.Add(-1)
+	}
 }
 
 func (c *channel) readFrame() ([]byte, []byte, error) {

@@ -480,8 +480,10 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 // hung or interrupted stub. Called with mu held.
 func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, error) {
 	proc := in.proc
+	// The reader counts the reply off when it arrives (startReader), not
+	// this function once it has it: the reader goes back to the pipe at
+	// once, and would otherwise poll for a reply that is not coming.
 	proc.ch.expect.Add(1)
-	defer proc.ch.expect.Add(-1)
 	if err := proc.ch.send(msg); err != nil {
 		return nil, in.stubFailed(proc, "receiving a batch", err)
 	}

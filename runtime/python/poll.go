@@ -79,3 +79,39 @@ func (b *pollBackoff) observe(o pollOutcome) {
 		b.last = 0
 	}
 }
+
+// maxPollStretch bounds how far a reader's poll window grows past the
+// configured poll (KeyPollMicros) when its peer's answers take longer.
+const maxPollStretch = 4
+
+// pollWindow sets a reader's poll window from the waits it has seen. A
+// fixed window that is shorter than the peer's usual turnaround (a batch
+// of eight through the report's model.py takes longer than a 100 us
+// window) makes every wait park, and then each answer pays for waking the
+// reader on both sides; a window just past the recent waits avoids that,
+// up to maxPollStretch times the configured poll. Used by one reader at a
+// time.
+type pollWindow struct {
+	avg time.Duration // moving average of recent waits, 1/8 weight each
+}
+
+// next is the window for the next poll, for a configured poll of base: a
+// quarter past the recent waits when that is within maxPollStretch*base,
+// else base. A peer that usually takes longer than the longest window
+// would only be polled for in vain.
+func (w *pollWindow) next(base time.Duration) time.Duration {
+	want := w.avg + w.avg/4
+	if want > maxPollStretch*base {
+		return base
+	}
+	return max(base, want)
+}
+
+// observe records how long a wait took until the data came, polled or
+// parked. Waits count at most twice the longest window, so that one very
+// long wait (the first batch after an idle minute) cannot hold the
+// average up for long.
+func (w *pollWindow) observe(d, base time.Duration) {
+	d = min(d, 2*maxPollStretch*base)
+	w.avg += (d - w.avg) / 8
+}

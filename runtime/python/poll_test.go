@@ -83,3 +83,42 @@ func TestPollBackoffSkipsWaitsAfterContention(t *testing.T) {
 		t.Fatal("after a successful poll, contention did not start over at one skipped wait")
 	}
 }
+
+func TestPollWindowFollowsThePeer(t *testing.T) {
+	const base = 100 * time.Microsecond
+	var w pollWindow
+	if got := w.next(base); got != base {
+		t.Fatalf("a fresh reader polls %v, want the configured %v", got, base)
+	}
+	// Answers that take 200 us: the window grows to a quarter past them.
+	for i := 0; i < 100; i++ {
+		w.observe(200*time.Microsecond, base)
+	}
+	if got := w.next(base); got < 240*time.Microsecond || got > 260*time.Microsecond {
+		t.Fatalf("window %v after 200 us waits, want about 250 us", got)
+	}
+	// Fast answers: never below the configured poll.
+	for i := 0; i < 100; i++ {
+		w.observe(5*time.Microsecond, base)
+	}
+	if got := w.next(base); got != base {
+		t.Fatalf("window %v after 5 us waits, want %v", got, base)
+	}
+	// A peer slower than the longest window: back to the configured poll,
+	// not the longest window spent in vain.
+	for i := 0; i < 100; i++ {
+		w.observe(50*time.Millisecond, base)
+	}
+	if got := w.next(base); got != base {
+		t.Fatalf("window %v after 50 ms waits, want %v", got, base)
+	}
+	// One slow wait among fast ones moves the window only a little.
+	var v pollWindow
+	for i := 0; i < 100; i++ {
+		v.observe(100*time.Microsecond, base)
+	}
+	v.observe(time.Minute, base)
+	if got := v.next(base); got > maxPollStretch*base {
+		t.Fatalf("window %v after one long wait", got)
+	}
+}

@@ -57,6 +57,7 @@ func (p *stubProc) startReader(handle func(frame, payload []byte)) {
 				handle(frame, payload)
 				continue
 			}
+			p.ch.gotReply()
 			p.replies <- bytes.Clone(frame)
 		}
 	}()
@@ -114,7 +115,13 @@ type stubLaunch struct {
 // startStub starts the stub and waits for its hello frame.
 func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) {
 	// Two pipes: toStub carries frames to the stub (it reads fd 3),
-	// fromStub carries replies (it writes fd 4). fd 5 is the shared memory.
+	// fromStub carries replies (it writes fd 4). fd 5 is the shared
+	// memory, fd 6 the doorbell page both sides count their writes on.
+	bell, bellFile, err := newDoorbell()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer bellFile.Close() // the stub has its own copy, and the mapping stays
 	toStubR, toStubW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating control pipe: %w", err)
@@ -127,7 +134,7 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	}
 	// -u: unbuffered stdout/stderr, so print() in model.py reaches the log
 	// when it happens rather than when a buffer fills.
-	args := []string{"-u", l.script, "3", "4", "5"}
+	args := []string{"-u", l.script, "3", "4", "5", "6"}
 	if l.memoryBytes > 0 {
 		args = append(args, "--memory-bytes="+strconv.FormatInt(l.memoryBytes, 10))
 	}
@@ -136,7 +143,7 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	cmd.Env = l.env
 	cmd.Stdout = l.stdout
 	cmd.Stderr = l.stderr
-	cmd.ExtraFiles = []*os.File{toStubR, fromStubW, l.shm.f}
+	cmd.ExtraFiles = []*os.File{toStubR, fromStubW, l.shm.f, bellFile}
 	// Own process group so a kill reaches helpers the model started;
 	// Pdeathsig so a stub never outlives a crashed server (the closed
 	// control pipe also ends a stub that is waiting for work).
@@ -152,7 +159,7 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	}
 	p := &stubProc{
 		cmd:    cmd,
-		ch:     newChannel(toStubW, fromStubR),
+		ch:     newChannel(toStubW, fromStubR, bell),
 		pid:    cmd.Process.Pid,
 		memory: l.memoryBytes,
 		stdout: l.stdout,

@@ -47,9 +47,16 @@ _quote = json.encoder.encode_basestring_ascii
 # everything else too. Same figures as the server's (poll.go).
 _POLL_GAP = 30e-6
 _MAX_POLL_SKIP = 64
+# A poll window grows to at most this many times the configured poll when
+# the server's answers take longer (poll.go, maxPollStretch).
+_MAX_POLL_STRETCH = 4
 # Outputs up to this size are copied into the region as bytes (one call);
 # larger ones through a numpy view, which needs no intermediate copy.
 _SMALL_OUTPUT = 64 << 10
+
+
+def _no_yield():
+    pass
 
 
 def _align(n):
@@ -62,9 +69,19 @@ class Channel:
     Reads are buffered so that a frame usually costs one read call.
     """
 
-    def __init__(self, rfd, wfd):
+    # Indexes of the two counts in the doorbell page seen as 64-bit words
+    # (doorbell.go): bytes the server wrote to our pipe, bytes we wrote
+    # to the server's.
+    _BELL_IN = 0
+    _BELL_OUT = 8
+
+    def __init__(self, rfd, wfd, bell=None):
         self._r = rfd
         self._w = wfd
+        # bell: the doorbell page as a memoryview of 64-bit words, or None
+        # (polling then tries the pipe itself). _got counts the bytes read.
+        self._bell = bell
+        self._got = 0
         self._buf = b""
         self._poll = 0.0
         self._polling = False
@@ -73,8 +90,15 @@ class Channel:
         # without contention starts over.
         self._skip = 0
         self._backoff = 0
+        # Moving average of recent waits for the server, in seconds: the
+        # poll window stretches to follow it (_window).
+        self._wait_avg = 0.0
         self._clock = time.perf_counter  # tests replace these two
-        self._yield = os.sched_yield
+        # Runs between two tries of a poll. A try reads the doorbell, a
+        # memory load; a sched_yield would be a kernel entry that costs
+        # more than the try on the VMs this runs on, and a poll that loses
+        # its CPU to other work stops anyway (_POLL_GAP).
+        self._yield = _no_yield
         self._wlock = threading.Lock()
 
     def set_poll(self, micros):
@@ -94,6 +118,21 @@ class Channel:
         self._polling = self._poll > 0 and allowed
 
     def _read(self, n):
+        data = self._poll_read(n)
+        self._got += len(data)
+        return data
+
+    def _ready(self, n):
+        """One try of a poll: the data, or None when there is none yet."""
+        bell = self._bell
+        if bell is not None and bell[self._BELL_IN] == self._got:
+            return None  # nothing counted that is not read yet
+        try:
+            return os.read(self._r, n)
+        except BlockingIOError:
+            return None
+
+    def _poll_read(self, n):
         if self._poll == 0:
             return os.read(self._r, n)
         if not self._polling or self._skip > 0:
@@ -105,18 +144,22 @@ class Channel:
                     return os.read(self._r, n)
                 except BlockingIOError:
                     continue
+        # The window follows the server's recent turnarounds (poll.go,
+        # pollWindow); the real clock times them whatever _clock is.
+        t0 = time.perf_counter()
         clock = self._clock
         last = clock()
-        end = last + self._poll
+        end = last + self._window()
         tries = 0
+        ready = self._ready
         while True:
-            try:
-                data = os.read(self._r, n)
+            data = ready(n)
+            if data is not None:
                 if tries:  # data at the first try says nothing about contention
                     self._backoff = 0
+                self._observe(time.perf_counter() - t0)
                 return data
-            except BlockingIOError:
-                tries += 1
+            tries += 1
             now = clock()
             if now - last > _POLL_GAP:
                 self._backoff = min(max(2 * self._backoff, 1), _MAX_POLL_SKIP)
@@ -129,9 +172,23 @@ class Channel:
         while True:
             select.select([self._r], [], [])
             try:
-                return os.read(self._r, n)
+                data = os.read(self._r, n)
             except BlockingIOError:
                 continue
+            self._observe(time.perf_counter() - t0)
+            return data
+
+    def _window(self):
+        """The next poll's length: as the server's pollWindow.next."""
+        want = self._wait_avg * 1.25
+        if want > _MAX_POLL_STRETCH * self._poll:
+            return self._poll
+        return max(self._poll, want)
+
+    def _observe(self, waited):
+        """Records a wait: as the server's pollWindow.observe."""
+        waited = min(waited, 2 * _MAX_POLL_STRETCH * self._poll)
+        self._wait_avg += (waited - self._wait_avg) / 8
 
     def recv(self):
         """Returns (message, payload) or (None, b"") at end of file."""
@@ -160,9 +217,15 @@ class Channel:
                 self._write(payload)
 
     def _write(self, data):
+        # Called with _wlock held: the count has one writer at a time.
         view = memoryview(data)
+        bell = self._bell
         while view:
             written = os.write(self._w, view)
+            if bell is not None:
+                # Counted once in the pipe: the server reads only what the
+                # count promises (see Channel._BELL_OUT).
+                bell[self._BELL_OUT] = (bell[self._BELL_OUT] + written) & 0xFFFFFFFFFFFFFFFF
             view = view[written:]
 
 
@@ -751,13 +814,17 @@ def main(argv):
     args = argv[1:]
     memory = [a for a in args if a.startswith("--memory-bytes=")]
     args = [a for a in args if not a.startswith("--memory-bytes=")]
-    if len(args) != 3:
-        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD [--memory-bytes=N]\n")
+    if len(args) != 4:
+        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD BELL_FD [--memory-bytes=N]\n")
         return 2
-    ctl_in, ctl_out, shm_fd = (int(a) for a in args)
+    ctl_in, ctl_out, shm_fd, bell_fd = (int(a) for a in args)
     if memory:
         _limit_memory(int(memory[-1].split("=", 1)[1]))
-    channel = Channel(ctl_in, ctl_out)
+    # The doorbell page stays mapped for the stub's life; the descriptor
+    # is not needed once it is.
+    bell = memoryview(mmap.mmap(bell_fd, 4096)).cast("Q")  # doorbell.go: bellSize
+    os.close(bell_fd)
+    channel = Channel(ctl_in, ctl_out, bell)
     version = "%d.%d.%d" % sys.version_info[:3]
     channel.send({"op": "hello", "pid": os.getpid(), "python": version, "numpy": np.__version__,
                   "executable": sys.executable})

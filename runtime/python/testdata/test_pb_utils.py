@@ -249,6 +249,76 @@ class StubPoll(unittest.TestCase):
         os.close(w)
 
 
+class StubDoorbell(unittest.TestCase):
+    """The stub counts its writes on the doorbell page and polls the
+    server's count instead of trying the pipe (doorbell.go)."""
+
+    def test_writes_are_counted(self):
+        import tritonbuild_stub as stub
+
+        r, w = os.pipe()
+        bell = memoryview(bytearray(4096)).cast("Q")
+        ch = stub.Channel(-1, w, bell)
+        ch.send({"seq": 1})
+        ch.send("{}", b"payload")
+        data = os.read(r, 4096)
+        self.assertEqual(bell[stub.Channel._BELL_OUT], len(data))
+        self.assertEqual(bell[stub.Channel._BELL_IN], 0, "the stub wrote the server's count")
+        os.close(r)
+        os.close(w)
+
+    def test_poll_reads_the_pipe_only_once_counted(self):
+        import tritonbuild_stub as stub
+
+        r, w = os.pipe()
+        bell = memoryview(bytearray(4096)).cast("Q")
+        ch = stub.Channel(r, -1, bell)
+        ch.set_poll(1000)
+        # The bytes are in the pipe before the server's count moves: the
+        # poll must wait for the count, not read them early.
+        os.write(w, b"frame")
+        clock = iter([i * 1e-6 for i in range(1000)])
+        ch._clock = lambda: next(clock)
+        tries = []
+
+        def between_tries():
+            tries.append(1)
+            if len(tries) == 5:
+                bell[stub.Channel._BELL_IN] = 5
+        ch._yield = between_tries
+        self.assertEqual(ch._read(64), b"frame")
+        self.assertEqual(len(tries), 5, "read before the count said the bytes were there")
+        self.assertEqual(ch._got, 5)
+        os.close(r)
+        os.close(w)
+
+
+class StubPollWindow(unittest.TestCase):
+    """The stub's poll window follows the server's turnarounds as the
+    server's pollWindow does (poll_test.go)."""
+
+    def test_window_follows_the_waits(self):
+        import tritonbuild_stub as stub
+
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        self.addCleanup(os.close, w)
+        ch = stub.Channel(r, w)
+        ch.set_poll(100)
+        self.assertAlmostEqual(ch._window(), 100e-6)
+        for _ in range(100):
+            ch._observe(200e-6)
+        self.assertAlmostEqual(ch._window(), 250e-6, delta=10e-6)
+        for _ in range(100):
+            ch._observe(5e-6)
+        self.assertAlmostEqual(ch._window(), 100e-6)
+        # A server slower than the longest window: back to the configured
+        # poll rather than the longest window spent in vain.
+        for _ in range(100):
+            ch._observe(0.05)
+        self.assertAlmostEqual(ch._window(), 100e-6)
+
+
 class StubInitialize(unittest.TestCase):
     @contextlib.contextmanager
     def initialized(self, name, source):
