@@ -202,7 +202,7 @@ func (c *channel) pollRead(p []byte) (int, error) {
 		}
 		polled = true
 		// Nothing counted that is not read yet: nothing to try.
-		ready := func() bool { return c.bell.count(bellToServer).Load() != c.got && try() }
+		ready := func() bool { return c.bell.count(bellToServer).Load() > c.got && try() }
 		o := pollFor(c.window.next(c.poll), time.Now, runtime.Gosched, ready)
 		c.backoff.observe(o)
 		if o == pollAtOnce || o == pollGot {

@@ -204,15 +204,22 @@ class StubPoll(unittest.TestCase):
         import tritonbuild_stub as stub
 
         r, w = os.pipe()
-        ch = stub.Channel(r, -1)
+        bell = memoryview(bytearray(4096)).cast("Q")
+        ch = stub.Channel(r, -1, bell)
         ch.set_poll(100)
+
+        def server_writes(data):
+            # As the server does: the bytes, then their count.
+            os.write(w, data)
+            bell[stub.Channel._BELL_IN] += len(data)
+
         # Tries a microsecond apart, then a yield that returns 1 ms later:
         # another process had the CPU.
         ticks = iter([0.0, 1e-6, 2e-6, 1e-3])
         yields = []
         ch._clock = lambda: next(ticks)
         ch._yield = lambda: yields.append(1)
-        writer = threading.Timer(0.2, lambda: os.write(w, b"late"))
+        writer = threading.Timer(0.2, lambda: server_writes(b"late"))
         writer.start()
         self.assertEqual(ch._read(64), b"late")
         writer.join()
@@ -224,7 +231,7 @@ class StubPoll(unittest.TestCase):
             raise AssertionError("polled while backing off")
         ch._clock = no_poll
         ch._yield = no_poll
-        os.write(w, b"next")
+        server_writes(b"next")
         self.assertEqual(ch._read(64), b"next")
         self.assertEqual(ch._skip, 0)
 
@@ -232,7 +239,7 @@ class StubPoll(unittest.TestCase):
         ticks = iter([0.0, 5e-3])
         ch._clock = lambda: next(ticks)
         ch._yield = lambda: None
-        writer = threading.Timer(0.1, lambda: os.write(w, b"x"))
+        writer = threading.Timer(0.1, lambda: server_writes(b"x"))
         writer.start()
         self.assertEqual(ch._read(64), b"x")
         writer.join()
@@ -242,9 +249,10 @@ class StubPoll(unittest.TestCase):
         ch._skip = 0
         clock = iter([i * 1e-6 for i in range(100)])
         ch._clock = lambda: next(clock)
-        ch._yield = lambda: os.write(w, b"y")
+        ch._yield = lambda: server_writes(b"y")
         self.assertEqual(ch._read(64), b"y")
         self.assertEqual((ch._skip, ch._backoff), (0, 0))
+        self.assertEqual(ch._got, bell[stub.Channel._BELL_IN])
         os.close(r)
         os.close(w)
 
