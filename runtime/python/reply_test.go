@@ -2,6 +2,8 @@ package python
 
 import (
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -109,4 +111,64 @@ func FuzzDecodeExecReply(f *testing.F) {
 			t.Fatalf("%q:\n got %+v\nwant %+v", frame, got, want)
 		}
 	})
+}
+
+// stubReplyPy runs the shipped stub's execute on a batch of two for a
+// numpy model.py with two outputs, and prints the reply it would send.
+const stubReplyPy = `
+import json, os, sys, tempfile
+import tritonbuild_stub as stub
+d = tempfile.mkdtemp()
+path = os.path.join(d, "model.py")
+with open(path, "w") as f:
+    f.write("""
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            out.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("OUTPUT__0", x * 2),
+                pb_utils.Tensor("N", np.array(x.size, dtype=np.int64))]))
+        return out
+""")
+r, w = os.pipe()
+shm = os.memfd_create("reply")
+os.ftruncate(shm, 1 << 16)
+s = stub.Stub(stub.Channel(r, w), stub.Shm(shm))
+assert s.initialize({"poll_us": 0, "shm": 1 << 16, "model_file": path, "args": {}}) == {"ok": True}
+os.pwrite(shm, bytes(40), 0)
+req = {"in": [["IN", "FP32", [1, 10], 0, 40]], "out": ["OUTPUT__0", "N"]}
+reply = s.execute({"op": "exec", "seq": 7, "shm": 1 << 16, "out": 4096, "cx": 2048, "poll": False, "reqs": [req, req]})
+sys.stdout.write(reply if isinstance(reply, str) else json.dumps(reply))
+`
+
+// The Go side's scanner takes what the shipped stub really writes, not only
+// the reply written out above: if the stub's layout drifted, decoding
+// would fall back to encoding/json silently, right but slower.
+func TestDecodeExecReplyScansTheStubsReply(t *testing.T) {
+	requirePython(t)
+	stubDir, _ := filepath.Abs("stub")
+	cmd := exec.Command(systemPython, "-c", stubReplyPy)
+	cmd.Env = append(cmd.Environ(), "PYTHONPATH="+stubDir, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("running the stub's execute: %v\n%s", err, out)
+	}
+	var rep execReply
+	if s := (replyScanner{b: out}); !s.execReply(&rep) {
+		t.Fatalf("the scanner refused the stub's reply %s", out)
+	}
+	var want execReply
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatalf("the stub's reply %s is not JSON: %v", out, err)
+	}
+	if !reflect.DeepEqual(rep, want) {
+		t.Errorf("scanned %+v, encoding/json reads %+v", rep, want)
+	}
+	if rep.Seq != 7 || len(rep.Resps) != 2 || len(rep.Resps[1].Out) != 2 || rep.Resps[1].Out[1].Name != "N" {
+		t.Errorf("scanned %+v from %s", rep, out)
+	}
 }
