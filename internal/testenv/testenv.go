@@ -7,7 +7,9 @@
 // that has every component, the test fails: CI can never pass a test that
 // did not run. Anywhere else it is skipped, and the reason (with what to
 // install) is printed. Skips that are not about a missing component, such
-// as -short, stay plain t.Skip calls.
+// as -short, stay plain t.Skip calls; the one such skip kept here is
+// SkipAllocCountUnderRace, so that the race detector's build tag is read
+// in one place.
 package testenv
 
 import (
@@ -86,4 +88,15 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// SkipAllocCountUnderRace skips a test that counts allocations when the
+// race detector is on: it makes sync.Pool drop a share of what is put
+// back, so the counts are not the program's. Not a missing component, so
+// it skips under TRITONBUILD_REQUIRE_INTEGRATION too.
+func SkipAllocCountUnderRace(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("allocation counts under the race detector include sync.Pool's random drops")
+	}
 }

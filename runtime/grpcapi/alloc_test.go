@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
@@ -114,9 +115,7 @@ func (c *rawCall) call() {
 // transport times, adds 17: an event per step of each call and copies of
 // its metadata, traced or not.
 func TestModelInferAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts under the race detector include sync.Pool's random drops")
-	}
+	testenv.SkipAllocCountUnderRace(t)
 	tracer, err := tracing.New(tracing.Options{})
 	if err != nil {
 		t.Fatal(err)

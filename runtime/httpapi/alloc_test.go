@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 )
 
@@ -63,9 +64,7 @@ func binaryInfer(t testing.TB, h http.Handler, model string) (func(), *discardWr
 // request, which at concurrency 64 costs the collector's time on the
 // same cores.
 func TestInferAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts under the race detector include sync.Pool's random drops")
-	}
+	testenv.SkipAllocCountUnderRace(t)
 	h := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0).srv.Config.Handler
 	run, w := binaryInfer(t, h, "linear")
 	run()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -28,9 +29,7 @@ func cachedHandler(t testing.TB) func() {
 // lookup, the response handed to the frontend) is what issue 22's goal
 // (a hit within 1.1x of the echo floor) is about.
 func TestCacheHitAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts under the race detector include sync.Pool's random drops")
-	}
+	testenv.SkipAllocCountUnderRace(t)
 	run := cachedHandler(t)
 	run() // the miss that fills the cache
 	allocs := testing.AllocsPerRun(500, run)

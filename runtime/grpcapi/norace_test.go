@@ -1,5 +1,0 @@
-//go:build !race
-
-package grpcapi
-
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package httpapi
-
-// raceEnabled: the race detector makes sync.Pool drop a share of what is
-// put back, so allocation counts are not the program's.
-const raceEnabled = true
