@@ -94,9 +94,12 @@ const (
 	// stub's reply and a stub polls for its next batch before sleeping.
 	// A sleeping reader's CPU may go idle, and waking an idle virtual
 	// CPU costs tens of microseconds per message; 0 turns polling off.
-	// Polling is an upper bound: it happens only while the spin budget
-	// sees a free core (spin.go), and a poll whose CPU is taken by other
-	// work stops and backs off for a few waits (poll.go).
+	// A poll watches the other side's count on a shared doorbell page,
+	// not the pipe (doorbell.go). A reader whose recent waits were longer
+	// polls a quarter past them, up to four times this (pollWindow in
+	// poll.go). Polling is an upper bound: it happens only while the spin
+	// budget sees a free core (spin.go), and a poll whose CPU is taken by
+	// other work stops and backs off for a few waits (poll.go).
 	KeyPollMicros = "poll-microseconds"
 	// KeyLogBytesPerSec bounds the bytes per second of a stub's stdout and
 	// stderr that reach the server log (DefaultLogBytesPerSec, with one
