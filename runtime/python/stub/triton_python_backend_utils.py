@@ -18,6 +18,7 @@ _server(), the one check, and raise ServerOnlyError outside it.
 """
 
 import json
+import math
 import struct
 import sys
 
@@ -370,6 +371,10 @@ def _params_dict(parameters):
     for key, value in parameters.items():
         if not isinstance(key, str) or not isinstance(value, (bool, int, float, str)):
             raise TritonModelException("parameter %r: keys must be str and values bool, int, float or str" % (key,))
+        if isinstance(value, float) and not math.isfinite(value):
+            # Refused where it is given: JSON, which carries parameters to
+            # the server, has no NaN or infinity.
+            raise TritonModelException("parameter %r: %r is not a finite number" % (key, value))
     return parameters
 
 

@@ -60,6 +60,15 @@ class Objects(unittest.TestCase):
         back = pb_utils.Tensor.from_dlpack("D", t.to_dlpack())
         self.assertEqual(back.shape(), [2, 3])
 
+    def test_parameters_must_be_finite(self):
+        # JSON carries parameters to the server and has no NaN or infinity:
+        # refused where the model gives them, with the key in the message.
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            with self.assertRaisesRegex(pb_utils.TritonModelException, "'score'"):
+                pb_utils.InferenceResponse(output_tensors=[], parameters={"score": bad})
+        r = pb_utils.InferenceResponse(output_tensors=[], parameters={"score": 0.5})
+        self.assertEqual(json.loads(r.parameters()), {"score": 0.5})
+
     def test_request_response(self):
         t = pb_utils.Tensor("IN", np.ones(2, dtype=np.int32))
         req = pb_utils.InferenceRequest(inputs=[t], requested_output_names=["OUT"], request_id="7")
