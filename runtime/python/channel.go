@@ -66,6 +66,17 @@ type channel struct {
 	// past got, the bytes read so far. got belongs to the reader.
 	bell *doorbell
 	got  uint64
+
+	// afterReply is set by the reader once it has a reply: the next batch
+	// usually follows within the scheduler's turnaround, and its frame is
+	// sent while the reader already waits, so that wait polls too (one
+	// window, see pollWindow) even though expect is back at zero.
+	afterReply bool
+	// polling is set while this channel's reader holds a spin-budget slot,
+	// so that its own stub's permission to poll does not count it: the
+	// stub polls after its reply, when its reader is waiting for the next
+	// one rather than competing with a computing stub.
+	polling atomic.Bool
 }
 
 func newChannel(w, r *os.File, bell *doorbell) *channel {
@@ -176,13 +187,19 @@ func (c *channel) read(p []byte) (int, error) {
 // (pollFor, pollBackoff), so it spends CPU time nothing else wants; past
 // c.poll it parks as usual, with the read deadline in force.
 func (c *channel) pollRead(p []byte) (int, error) {
-	if c.poll <= 0 || c.expect.Load() <= 0 || !c.backoff.allow() {
+	after := c.afterReply
+	c.afterReply = false
+	if c.poll <= 0 || (c.expect.Load() <= 0 && !after) || !c.backoff.allow() {
 		return c.r.Read(p)
 	}
 	if !c.budget.acquire() {
 		return c.r.Read(p)
 	}
-	defer c.budget.release()
+	c.polling.Store(true)
+	defer func() {
+		c.polling.Store(false)
+		c.budget.release()
+	}()
 	var n int
 	var rerr error
 	polled := false
@@ -232,6 +249,7 @@ func (c *channel) pollRead(p []byte) (int, error) {
 func (c *channel) gotReply() {
 	if c.expect.Load() > 0 {
 		c.expect.Add(-1)
+		c.afterReply = true
 	}
 }
 

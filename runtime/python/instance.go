@@ -358,7 +358,7 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	msg = strconv.AppendInt(msg, int64(cancelOff), 10)
 	// Whether the stub polls for its next batch after answering this one
 	// is decided per batch by the spin budget.
-	stubPoll, done := in.spin.startBatch()
+	stubPoll, done := in.spin.startBatch(in.proc.ch.polling.Load())
 	defer done()
 	msg = append(msg, `,"poll":`...)
 	msg = strconv.AppendBool(msg, stubPoll)

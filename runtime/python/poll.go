@@ -3,13 +3,16 @@ package python
 import "time"
 
 // pollGap is the longest pause between two tries of a poll that still
-// means the poller had its CPU to itself: one try (a failed read and a
-// yield) takes a few microseconds, so a longer pause means the operating
-// system ran something else on that CPU, or other goroutines ran on its P.
-// Either way the machine has other work, and polling on would take CPU
-// time from it; the spin budget (spin.go) counts only the stubs, this sees
-// everything else too (other models, other processes).
-const pollGap = 30 * time.Microsecond
+// means the poller kept its CPU: a longer one means the operating system
+// ran another process there, and polling on would take CPU time from it;
+// the spin budget (spin.go) counts only the stubs, this sees everything
+// else too (other processes, other servers). A try yields to this
+// process's runnable goroutines, and those run for tens of microseconds
+// (the scheduler answering a batch and gathering the next, the clients);
+// at 30 us, the stub's figure, their runs counted as contention and the
+// reader backed off on nearly every wait of a busy model. Another process
+// that takes the CPU keeps it for a scheduler time slice, which is longer.
+const pollGap = 500 * time.Microsecond
 
 // maxPollSkip bounds the waits in a row that sleep at once after polling
 // met contention: the back-off doubles from 1 up to this.

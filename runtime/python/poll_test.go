@@ -44,6 +44,16 @@ func TestPollForStopsWhenTheCPUIsTaken(t *testing.T) {
 	if tries != 2 {
 		t.Fatalf("poll on a taken CPU made %d tries, want 2 (stop at the first long pause)", tries)
 	}
+	// A yield that came back 100 us later: this process's goroutines ran
+	// (the scheduler answering a batch). Not contention: polling goes on.
+	tries = 0
+	ours := &fakeClock{step: time.Microsecond, jump: 100 * time.Microsecond, jumpAt: 3}
+	if o := pollFor(time.Millisecond, ours.now, func() {}, never); o != pollExpired {
+		t.Fatalf("poll after a 100 us yield ended %d, want pollExpired", o)
+	}
+	if tries < 500 {
+		t.Fatalf("poll gave up after %d tries following a 100 us yield", tries)
+	}
 	// Data at the first try, and after some polling.
 	if o := pollFor(time.Millisecond, idle.now, func() {}, func() bool { return true }); o != pollAtOnce {
 		t.Fatalf("data at once: %d", o)

@@ -52,11 +52,17 @@ func (b *spinBudget) release() {
 // startBatch counts a stub as busy until the returned function is called,
 // and reports whether that stub may poll for its next batch once it has
 // answered this one: only when it is the only busy stub short of the core
-// count, so that polling stubs never crowd out computing ones.
-func (b *spinBudget) startBatch() (stubMayPoll bool, done func()) {
+// count, so that polling stubs never crowd out computing ones. ownReader
+// says whether the stub's own reader is polling now; it does not count,
+// since the stub polls only once that reader has its reply.
+func (b *spinBudget) startBatch(ownReader bool) (stubMayPoll bool, done func()) {
 	if b == nil {
 		return true, func() {}
 	}
 	n := b.busy.Add(1)
-	return n+b.spinning.Load() < b.cores, func() { b.busy.Add(-1) }
+	spinning := b.spinning.Load()
+	if ownReader {
+		spinning--
+	}
+	return n+spinning < b.cores, func() { b.busy.Add(-1) }
 }

@@ -6,7 +6,7 @@ func TestSpinBudget(t *testing.T) {
 	b := newSpinBudget(2)
 	// One stub computing: its stub may poll afterwards, and one server-side
 	// wait may poll (two cores: the stub's and the poller's).
-	poll1, done1 := b.startBatch()
+	poll1, done1 := b.startBatch(false)
 	if !poll1 {
 		t.Fatal("the only busy stub was refused polling")
 	}
@@ -15,7 +15,7 @@ func TestSpinBudget(t *testing.T) {
 	}
 	// A second busy stub finds no free core: neither it nor a second
 	// server-side wait polls.
-	poll2, done2 := b.startBatch()
+	poll2, done2 := b.startBatch(false)
 	if poll2 {
 		t.Fatal("second busy stub on two cores allowed to poll")
 	}
@@ -32,7 +32,7 @@ func TestSpinBudget(t *testing.T) {
 	var dones []func()
 	granted := 0
 	for i := 0; i < 4; i++ {
-		ok, done := b.startBatch()
+		ok, done := b.startBatch(false)
 		if ok {
 			granted++
 		}
@@ -49,10 +49,31 @@ func TestSpinBudget(t *testing.T) {
 	}
 	// A nil budget (tests, single instances built by hand) never limits.
 	var none *spinBudget
-	if ok, done := none.startBatch(); !ok || !none.acquire() {
+	if ok, done := none.startBatch(false); !ok || !none.acquire() {
 		t.Fatal("nil budget refused polling")
 	} else {
 		done()
 		none.release()
 	}
+}
+
+// A stub whose own reader is polling (waiting for the next batch's reply
+// right after this one's) may still poll for its next batch: the two
+// never wait at the same time. Another instance's polling reader counts.
+func TestSpinBudgetLeavesOutTheStubsOwnReader(t *testing.T) {
+	b := newSpinBudget(2)
+	if !b.acquire() {
+		t.Fatal("a server-side poll refused on an idle budget")
+	}
+	if ok, done := b.startBatch(true); !ok {
+		t.Fatal("the only busy stub was refused polling because of its own reader")
+	} else {
+		done()
+	}
+	if ok, done := b.startBatch(false); ok {
+		t.Fatal("a stub was allowed to poll beside another instance's polling reader on two cores")
+	} else {
+		done()
+	}
+	b.release()
 }
