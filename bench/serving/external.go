@@ -79,9 +79,10 @@ func runClient(name string, args ...string) (clientRun, error) {
 	cmd := exec.Command(name, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cpu0 := processCPU()
+	cpu0, _, _ := processCPU()
 	out, err := cmd.Output()
-	r := clientRun{out: out, serverCPU: processCPU() - cpu0}
+	cpu1, _, _ := processCPU()
+	r := clientRun{out: out, serverCPU: cpu1 - cpu0}
 	if err != nil {
 		return r, fmt.Errorf("%s: %w\n%s%s", filepath.Base(name), err, out, stderr.Bytes())
 	}

@@ -375,6 +375,9 @@ type result struct {
 	cpu time.Duration
 	// clientCPU is an outside load generator's CPU time per request.
 	clientCPU time.Duration
+	// csw and icsw are the process's voluntary and involuntary context
+	// switches per request (in-process cases).
+	csw, icsw float64
 }
 
 type target struct {
@@ -464,12 +467,19 @@ type sample struct {
 	lat     []time.Duration
 	elapsed time.Duration
 	cpu     time.Duration
+	// csw and icsw are the process's voluntary and involuntary context
+	// switches over the run (every thread's): on this kind of VM each
+	// costs several microseconds of CPU, so their count per request is a
+	// cost the CPU figure hides the source of.
+	csw, icsw int64
 }
 
 func (s *sample) add(x sample) {
 	s.lat = append(s.lat, x.lat...)
 	s.elapsed += x.elapsed
 	s.cpu += x.cpu
+	s.csw += x.csw
+	s.icsw += x.icsw
 }
 
 // result summarizes s: percentiles over every call, throughput and CPU
@@ -480,7 +490,8 @@ func (s sample) result() (result, error) {
 	}
 	all := slices.Clone(s.lat)
 	slices.Sort(all)
-	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / s.elapsed.Seconds(), cpu: s.cpu / time.Duration(len(all))}, nil
+	return result{p50: all[len(all)/2], p99: all[len(all)*99/100], throughput: float64(len(all)) / s.elapsed.Seconds(), cpu: s.cpu / time.Duration(len(all)),
+		csw: float64(s.csw) / float64(len(all)), icsw: float64(s.icsw) / float64(len(all))}, nil
 }
 
 // closedLoop runs conc clients, each calling do back to back for d, and
@@ -489,7 +500,7 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (sample, error)
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, conc)
 	errs := make(chan error, conc)
-	cpu0 := processCPU()
+	cpu0, csw0, icsw0 := processCPU()
 	start := time.Now()
 	stop := start.Add(d)
 	for c := 0; c < conc; c++ {
@@ -509,7 +520,8 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (sample, error)
 		}(c)
 	}
 	wg.Wait()
-	s := sample{elapsed: time.Since(start), cpu: processCPU() - cpu0}
+	cpu1, csw1, icsw1 := processCPU()
+	s := sample{elapsed: time.Since(start), cpu: cpu1 - cpu0, csw: csw1 - csw0, icsw: icsw1 - icsw0}
 	close(errs)
 	if err := <-errs; err != nil {
 		return sample{}, err
@@ -523,14 +535,15 @@ func closedLoop(conc int, d time.Duration, do func(c int) error) (sample, error)
 	return s, nil
 }
 
-// processCPU is the CPU time this process has used (user + system); 0
-// where the system cannot tell.
-func processCPU() time.Duration {
+// processCPU is the CPU time this process has used (user + system) and
+// its voluntary and involuntary context switches so far; zeros where the
+// system cannot tell.
+func processCPU() (cpu time.Duration, csw, icsw int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw, ru.Nivcsw
 }
 
 // computeP50 times Execute of one request on one fresh instance.
@@ -750,7 +763,7 @@ func run(o options) (int, error) {
 	}
 	fmt.Printf("compute, tight loop (direct Execute back to back): p50 %.1f us at 1 row, %.1f us at 8 rows\n", us(compute), us(compute8))
 	fmt.Printf("floor+fwd: the echo handler with the same direct Execute in it (floor + compute in a server's cache state)\n\n")
-	fmt.Printf("%-18s %5s %10s %10s %12s %11s\n", "case", "conc", "p50 us", "p99 us", "req/s", "CPU us/req")
+	fmt.Printf("%-18s %5s %10s %10s %12s %11s %13s\n", "case", "conc", "p50 us", "p99 us", "req/s", "CPU us/req", "csw/req vol+inv")
 	med := map[string]map[int]result{}
 	for _, t := range targets {
 		med[t.name] = map[int]result{}
@@ -760,7 +773,7 @@ func run(o options) (int, error) {
 			}
 			m := median(results[t.name][c])
 			med[t.name][c] = m
-			fmt.Printf("%-18s %5d %10.1f %10.1f %12.0f %11.1f\n", t.name, c, us(m.p50), us(m.p99), m.throughput, us(m.cpu))
+			fmt.Printf("%-18s %5d %10.1f %10.1f %12.0f %11.1f %6.2f+%.2f\n", t.name, c, us(m.p50), us(m.p99), m.throughput, us(m.cpu), m.csw, m.icsw)
 		}
 	}
 	fmt.Println()
@@ -905,5 +918,7 @@ func median(rs []result) result {
 		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
 		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
 		clientCPU:  sweep.Median(rs, func(r result) time.Duration { return r.clientCPU }),
+		csw:        sweep.Median(rs, func(r result) float64 { return r.csw }),
+		icsw:       sweep.Median(rs, func(r result) float64 { return r.icsw }),
 	}
 }
