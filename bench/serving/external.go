@@ -72,6 +72,9 @@ var (
 type clientRun struct {
 	out                  []byte
 	clientCPU, serverCPU time.Duration
+	// serverCSW and serverICSW are this process's voluntary and
+	// involuntary context switches meanwhile.
+	serverCSW, serverICSW int64
 }
 
 // runClient runs a load generator to its end.
@@ -79,10 +82,10 @@ func runClient(name string, args ...string) (clientRun, error) {
 	cmd := exec.Command(name, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cpu0, _, _ := processCPU()
+	cpu0, csw0, icsw0 := processCPU()
 	out, err := cmd.Output()
-	cpu1, _, _ := processCPU()
-	r := clientRun{out: out, serverCPU: cpu1 - cpu0}
+	cpu1, csw1, icsw1 := processCPU()
+	r := clientRun{out: out, serverCPU: cpu1 - cpu0, serverCSW: csw1 - csw0, serverICSW: icsw1 - icsw0}
 	if err != nil {
 		return r, fmt.Errorf("%s: %w\n%s%s", filepath.Base(name), err, out, stderr.Bytes())
 	}
@@ -94,6 +97,7 @@ func runClient(name string, args ...string) (clientRun, error) {
 func (r clientRun) perRequest(res *result, n int) {
 	if n > 0 {
 		res.cpu, res.clientCPU = r.serverCPU/time.Duration(n), r.clientCPU/time.Duration(n)
+		res.csw, res.icsw = float64(r.serverCSW)/float64(n), float64(r.serverICSW)/float64(n)
 	}
 }
 
@@ -467,7 +471,7 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 	fmt.Printf("\noutside load generators, medians of %d rounds: wrk -t1/2 (Lua script); h2load -t1/2, HTTP binary over HTTP/1.1 and gRPC over h2c,\n", o.rounds)
 	fmt.Printf("one connection per client with one request in flight (-mux: %d connections, conc/%d streams each; p50 is h2load's mean);\n", grpcConns, grpcConns)
 	fmt.Printf("ghz -B (pre-serialized request), no call templates, one connection per worker. Server CPU: this process's (FastAPI: not counted)\n")
-	fmt.Printf("%-24s %5s %10s %12s %12s %12s\n", "case", "conc", "p50 us", "req/s", "client us/req", "server us/req")
+	fmt.Printf("%-24s %5s %10s %12s %12s %12s %18s\n", "case", "conc", "p50 us", "req/s", "client us/req", "server us/req", "server csw/req v+i")
 	med := map[string]map[int]result{}
 	for _, n := range slices.Sorted(maps.Keys(res)) {
 		med[n] = map[int]result{}
@@ -477,11 +481,11 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 			}
 			m := median(res[n][c])
 			med[n][c] = m
-			server := fmt.Sprintf("%.1f", us(m.cpu))
+			server, csw := fmt.Sprintf("%.1f", us(m.cpu)), fmt.Sprintf("%.2f+%.2f", m.csw, m.icsw)
 			if strings.HasSuffix(n, "fastapi-json") {
-				server = "-"
+				server, csw = "-", "-"
 			}
-			fmt.Printf("%-24s %5d %10.1f %12.0f %12.1f %12s\n", n, c, us(m.p50), m.throughput, us(m.clientCPU), server)
+			fmt.Printf("%-24s %5d %10.1f %12.0f %12.1f %12s %18s\n", n, c, us(m.p50), m.throughput, us(m.clientCPU), server, csw)
 		}
 	}
 	var goals []goal
