@@ -146,3 +146,28 @@ func TestGotReplyStopsAtZero(t *testing.T) {
 		t.Fatalf("expect %d after one of two replies, want 1", n)
 	}
 }
+
+// The stub's process can write anything into the doorbell page (model.py
+// runs there). A count that runs ahead of the pipe costs polling, never a
+// frame: the poll's tries find the pipe empty, it parks when its window
+// ends, and the frame arrives when it is written.
+func TestPollSurvivesAGarbageCount(t *testing.T) {
+	c, _, fromStub := pipeChannel(t)
+	if err := c.setPoll(200 * time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	c.expect.Add(1)
+	c.bell.count(bellToServer).Store(1 << 62)
+	go func() {
+		// Later than the poll window, whenever the scheduler runs this.
+		time.Sleep(5 * time.Millisecond)
+		_, _ = fromStub.Write(frame(`{"seq":3}`))
+	}()
+	got, err := c.recv(context.Background(), time.Now().Add(30*time.Second))
+	if err != nil {
+		t.Fatalf("a garbage count lost the frame: %v", err)
+	}
+	if string(got) != `{"seq":3}` {
+		t.Fatalf("read %q", got)
+	}
+}
