@@ -40,10 +40,12 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 # A str as JSON, as _ENCODER writes one (ASCII, escaped).
 _quote = json.encoder.encode_basestring_ascii
 # A pause this long between two tries of a poll means the OS ran something
-# else on this CPU (one try, a failed read and a yield, takes a few
-# microseconds): the machine has other work, and polling on would take CPU
-# time from it. The server's spin budget counts only the stubs; this sees
-# everything else too. Same figures as the server's (poll.go).
+# else on this CPU (one try, a load from the doorbell page and a clock
+# reading, takes well under a microsecond): the machine has other work, and
+# polling on would take CPU time from it. The server's spin budget counts
+# only the stubs; this sees everything else too. The server's figure is
+# larger (pollGap in poll.go) because its tries yield to its own goroutines;
+# nothing else runs between the stub's. The back-off is the same as there.
 _POLL_GAP = 30e-6
 _MAX_POLL_SKIP = 64
 # A poll window grows to at most this many times the configured poll when
@@ -214,10 +216,9 @@ class Channel:
         bell = self._bell
         while view:
             written = os.write(self._w, view)
-            if bell is not None:
-                # Counted once in the pipe: the server reads only what the
-                # count promises (see Channel._BELL_OUT).
-                bell[self._BELL_OUT] = (bell[self._BELL_OUT] + written) & 0xFFFFFFFFFFFFFFFF
+            # Counted once in the pipe: the server reads only what the
+            # count promises (see Channel._BELL_OUT).
+            bell[self._BELL_OUT] = (bell[self._BELL_OUT] + written) & 0xFFFFFFFFFFFFFFFF
             view = view[written:]
 
 
