@@ -200,6 +200,7 @@ func (s *Scheduler) Stream(ctx context.Context, req *backend.Request, fn func(re
 		case <-timeout:
 			timeout = nil
 			if j.state.CompareAndSwap(jobWaiting, jobExpired) {
+				s.leave(j) // its place in the queue is free now (drop)
 				st.end(status.RequestTimeout.New(), Rejected)
 			}
 		case it := <-st.ch:

@@ -31,7 +31,8 @@ type QueuePolicy struct {
 }
 
 // job states: waiting until a worker dispatches it, or expired by its
-// timeout first. Whoever moves it out of waiting owns its answer.
+// timeout, or by its caller leaving, first. Whoever moves it out of
+// waiting owns its answer and takes it off its level's count.
 const (
 	jobWaiting int32 = iota
 	jobDispatched
@@ -195,12 +196,14 @@ func (s *Scheduler) expired(j *job) bool {
 	return true
 }
 
-// drop disposes of a job its caller's timer already answered.
+// drop disposes of a job its caller already answered (its timeout ended,
+// or its context while it was queued). The caller took it off its level's
+// count then (leave), so that its max_queue_size place went to the next
+// request at once rather than when a worker met the job.
 func (s *Scheduler) drop(j *job) {
 	if s.seq != nil {
 		s.seq.endIterative(j)
 	}
-	s.leave(j)
 	if j.sink == nil {
 		s.pending.Add(-1) // a decoupled request's stream counted it out when it ended
 	}

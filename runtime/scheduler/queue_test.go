@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -228,5 +229,64 @@ func TestPriorityLevels(t *testing.T) {
 	}
 	if len(order) != 3 || order[1] != "high" || order[2] != "low" {
 		t.Errorf("completion order %v, want busy, high, low", order)
+	}
+}
+
+// TestALeftRequestFreesItsQueuePlace: a queued request whose caller
+// leaves (its context ends, or its REJECT timeout) gives its
+// max_queue_size place to the next request at once, not only when the
+// busy instance gets round to it; the left request is counted failed
+// once and the worker drops it.
+func TestALeftRequestFreesItsQueuePlace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the level's; 0: the caller cancels
+		reason  FailureReason
+	}{
+		{"cancelled", 0, Canceled},
+		{"timed out", 50 * time.Millisecond, Rejected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A full batch of 4 keeps the one instance busy for 600 ms.
+			s := newQueued(t, 4, "600000", &Dynamic{Levels: []QueuePolicy{{MaxQueueSize: 1, Timeout: tc.timeout}}})
+			first := make(chan error, 1)
+			go func() { _, err := s.Infer(context.Background(), rowsRequest(4, 0)); first <- err }()
+			waitExecuting(t, s, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			left := make(chan error, 1)
+			go func() { _, err := s.Infer(ctx, rowsRequest(4, 0)); left <- err }()
+			waitQueued(t, s, 1)
+			if tc.timeout == 0 {
+				cancel()
+			}
+			if err := <-left; err == nil {
+				t.Fatal("the left request was answered")
+			}
+			// The instance is still busy with the first request: before
+			// the fix this was refused with "Exceeds maximum queue size".
+			_, err := s.Infer(context.Background(), rowsRequest(4, 0))
+			if tc.timeout == 0 && err != nil {
+				t.Fatalf("the request after the cancelled one: %v", err)
+			}
+			if tc.timeout > 0 && (err == nil || !strings.Contains(err.Error(), "Request timeout expired")) {
+				t.Fatalf("the request after the timed-out one: %v, want it queued and timed out in its turn", err)
+			}
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			waitAnswered(t, s)
+			st := s.Stats()
+			wantFail := uint64(1)
+			if tc.timeout > 0 {
+				wantFail = 2 // the third request timed out too, queued behind the first
+			}
+			if st.Failures[tc.reason] != wantFail || st.Fail.Count != wantFail {
+				t.Errorf("failures %v (fail count %d), want %d %v", st.Failures, st.Fail.Count, wantFail, tc.reason)
+			}
+			if s.Queued() != 0 || s.levels[0].waiting.Load() != 0 {
+				t.Errorf("queued %d, level count %d after all were answered", s.Queued(), s.levels[0].waiting.Load())
+			}
+		})
 	}
 }

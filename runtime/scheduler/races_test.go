@@ -226,6 +226,13 @@ func TestStreamTimeoutRejectIsPrompt(t *testing.T) {
 	if st.Failures[Rejected] != 1 || st.Fail.Count != 1 || st.Success.Count != 2 || s.pending.Load() != 0 || s.Queued() != 0 {
 		t.Errorf("failures %v, successes %d, pending %d, queued %d; want one rejected request and two successes", st.Failures, st.Success.Count, s.pending.Load(), s.Queued())
 	}
+	// Each level's count of admitted requests (max_queue_size's) is back
+	// to zero: the expired request left it once.
+	for i := range s.levels {
+		if n := s.levels[i].waiting.Load(); n != 0 {
+			t.Errorf("level %d counts %d requests after all were answered", i, n)
+		}
+	}
 }
 
 // TestStreamUnloadAnswersEachRequestOnce: an unload that gives up on a

@@ -251,11 +251,14 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	}
 	s.levels = make([]level, len(policies))
 	for i, p := range policies {
-		// A bounded level never holds more than its bound (admit counts
-		// first), so sends to it never block.
+		// A bounded level admits no more than its bound (admit counts
+		// first). Requests whose callers left stay in the channel, no
+		// longer counted, until a worker meets them: room for as many
+		// again keeps sends from blocking in all but a flood of those
+		// (push then waits for room).
 		qcap := unboundedQueue
 		if p.MaxQueueSize > 0 {
-			qcap = p.MaxQueueSize
+			qcap = 2 * p.MaxQueueSize
 		}
 		s.levels[i].policy = p
 		s.levels[i].ch = make(chan *job, qcap)
@@ -412,13 +415,23 @@ func (s *Scheduler) infer(ctx context.Context, req *backend.Request) (*backend.R
 	case <-timeout:
 		if j.state.CompareAndSwap(jobWaiting, jobExpired) {
 			// The worker that meets the job drops it; it is not recycled.
+			s.leave(j)
 			s.stats.failed(Rejected, time.Since(start))
 			return nil, status.RequestTimeout.New()
 		}
 		<-j.done // dispatched just in time: it runs
 	case <-ctx.Done():
-		// The worker still owns j and will answer into its buffered channel;
-		// the job is simply not recycled.
+		// Still queued: the request is over now, and its place in the
+		// queue goes to the next one (max_queue_size) instead of waiting
+		// for a worker to meet it, which under load is after a whole
+		// execution. Members of a sequence are left to its batcher.
+		if s.seq == nil && j.state.CompareAndSwap(jobWaiting, jobExpired) {
+			s.leave(j)
+			s.stats.failed(Canceled, time.Since(start))
+			return nil, ctx.Err()
+		}
+		// Otherwise a worker owns j and will answer into its buffered
+		// channel; the job is simply not recycled.
 		return nil, ctx.Err()
 	}
 	resp, err := j.resp, j.err
