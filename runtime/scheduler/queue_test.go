@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -288,5 +289,47 @@ func TestALeftRequestFreesItsQueuePlace(t *testing.T) {
 				t.Errorf("queued %d, level count %d after all were answered", s.Queued(), s.levels[0].waiting.Load())
 			}
 		})
+	}
+}
+
+// TestAHugeMaxQueueSizeCostsNothingAtLoad: Triton's max_queue_size is a
+// uint32 and its queue grows as it fills, so a config with a bound in the
+// billions loads there. Here the queue channel is allocated at load:
+// sized from the bound it took 34 GB (a fatal out-of-memory on a machine
+// with less). Requests past the channel's room wait to enter it, still
+// counted against the bound, and all run.
+func TestAHugeMaxQueueSizeCostsNothingAtLoad(t *testing.T) {
+	be := &gateBackend{started: make(chan struct{}), release: make(chan struct{})}
+	s, err := New(context.Background(), be, linearSpec("huge", 64, nil), Config{
+		Name: "huge", MaxBatchSize: 64, Instances: 1,
+		Dynamic: &Dynamic{Levels: []QueuePolicy{{MaxQueueSize: math.MaxInt32}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if c := cap(s.levels[0].ch); c > queueChanCap {
+		t.Fatalf("queue channel of %d places allocated at load", c)
+	}
+	// More requests than the channel holds, while the one instance is
+	// held: none is refused, and each is answered once it goes on.
+	n := queueChanCap + 100
+	errs := make(chan error, n)
+	infer := func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); errs <- err }
+	go infer()
+	<-be.started
+	for range n - 1 {
+		go infer()
+	}
+	waitPending(t, s, int64(n))
+	close(be.release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAnswered(t, s)
+	if got := s.levels[0].waiting.Load(); got != 0 {
+		t.Errorf("level count %d after all were answered", got)
 	}
 }

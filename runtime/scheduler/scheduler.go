@@ -109,9 +109,10 @@ type Warmup struct {
 	Request backend.Request
 }
 
-// unboundedQueue is the queue capacity when max_queue_size is 0; senders
-// block (respecting their context) when it is full rather than failing.
-const unboundedQueue = 4096
+// queueChanCap is the most a level's queue channel holds, and what it
+// holds when max_queue_size is 0; senders block (respecting their context)
+// when it is full rather than failing.
+const queueChanCap = 4096
 
 type job struct {
 	ctx   context.Context
@@ -255,10 +256,14 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		// first). Requests whose callers left stay in the channel, no
 		// longer counted, until a worker meets them: room for as many
 		// again keeps sends from blocking in all but a flood of those
-		// (push then waits for room).
-		qcap := unboundedQueue
-		if p.MaxQueueSize > 0 {
-			qcap = 2 * p.MaxQueueSize
+		// (push then waits for room). The channel is allocated whole
+		// here, so it never holds more than queueChanCap: a Triton config
+		// with a bound in the millions (max_queue_size is a uint32) would
+		// otherwise cost gigabytes at load, or fail it. Requests past the
+		// channel's room wait in push, still counted against the bound.
+		qcap := queueChanCap
+		if m := p.MaxQueueSize; m > 0 && m < queueChanCap/2 {
+			qcap = 2 * m
 		}
 		s.levels[i].policy = p
 		s.levels[i].ch = make(chan *job, qcap)

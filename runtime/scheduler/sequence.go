@@ -88,7 +88,7 @@ const DefaultMaxBacklog = 1024
 
 // maxSequenceQueued bounds the requests queued in the sequence batcher
 // (in slots and in the backlog) across all sequences.
-const maxSequenceQueued = unboundedQueue
+const maxSequenceQueued = queueChanCap
 
 type seqKey struct {
 	id  uint64
