@@ -230,6 +230,13 @@ func (s *Scheduler) Stream(ctx context.Context, req *backend.Request, fn func(re
 			}
 			return fn(&backend.Response{Err: st.endErr}, true)
 		case <-ctx.Done():
+			// Still queued: its place goes to the next request now, as
+			// Infer's does; st.leave (deferred) counts it cancelled, and
+			// the worker that meets it drops it. Members of a sequence
+			// are left to its batcher.
+			if s.seq == nil && j.state.CompareAndSwap(jobWaiting, jobExpired) {
+				s.leave(j)
+			}
 			return ctx.Err()
 		}
 	}

@@ -82,6 +82,56 @@ func TestStreamCancelledWhileQueuedCountsOnce(t *testing.T) {
 	}
 }
 
+// TestALeftStreamFreesItsQueuePlace: a queued request of a decoupled
+// model whose client leaves gives its max_queue_size place to the next
+// request at once, as Infer's do, not when the busy instance next meets
+// it: the third request is queued, not refused with "Exceeds maximum
+// queue size".
+func TestALeftStreamFreesItsQueuePlace(t *testing.T) {
+	be := newGatedStream()
+	s, err := New(context.Background(), be, repeatSpec("gq", nil), Config{Name: "gq", Instances: 1, Decoupled: true,
+		Dynamic: &Dynamic{Levels: []QueuePolicy{{MaxQueueSize: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	// Released before Close on a failure too, which would wait for it.
+	release := sync.OnceFunc(func() { close(be.release) })
+	defer release()
+	first := make(chan error, 1)
+	go func() { _, _, _, err := collect(context.Background(), s, int32Request(1)); first <- err }()
+	<-be.started
+	leaveWhileQueued(t, s)
+	third := make(chan error, 1)
+	go func() {
+		_, errs, _, err := collect(context.Background(), s, int32Request(3))
+		if err == nil && len(errs) > 0 {
+			err = errors.New(errs[0])
+		}
+		third <- err
+	}()
+	select {
+	case err := <-third:
+		t.Fatalf("the request after the left one, while the instance is busy: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+	waitAnswered(t, s)
+	st := s.Stats()
+	if st.Failures[Canceled] != 1 || st.Fail.Count != 1 || st.Success.Count != 2 {
+		t.Errorf("failures %v (fail count %d), successes %d; want one cancelled request and two successes", st.Failures, st.Fail.Count, st.Success.Count)
+	}
+	if n := s.levels[0].waiting.Load(); n != 0 {
+		t.Errorf("the level counts %d requests after all were answered", n)
+	}
+}
+
 // TestIterativeSequenceLeavesTheCallersRequestAlone: the correlation id
 // the scheduler gives a request of an iterative model is its own; the
 // caller's request is not written, so it may be sent again (also
