@@ -119,6 +119,7 @@ func (in *Instance) start(ctx context.Context) error {
 		stderr:      &lineLogger{log: in.log, limit: logLim},
 		timeout:     in.set.stubTimeout,
 		memoryBytes: in.set.memoryBytes,
+		schedBatch:  in.set.schedBatch,
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)

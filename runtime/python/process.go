@@ -110,6 +110,7 @@ type stubLaunch struct {
 	stderr      *lineLogger
 	timeout     time.Duration // for the handshake
 	memoryBytes int64         // the stub's RLIMIT_AS; 0: none
+	schedBatch  bool          // the stub's threads run SCHED_BATCH
 }
 
 // startStub starts the stub and waits for its hello frame.
@@ -137,6 +138,9 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	args := []string{"-u", l.script, "3", "4", "5", "6"}
 	if l.memoryBytes > 0 {
 		args = append(args, "--memory-bytes="+strconv.FormatInt(l.memoryBytes, 10))
+	}
+	if l.schedBatch {
+		args = append(args, "--sched-batch")
 	}
 	cmd := exec.Command(l.interpreter, args...)
 	cmd.Dir = l.dir

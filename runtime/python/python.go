@@ -114,6 +114,17 @@ const (
 	// names the limit. 0, the default, means no limit. Address space is
 	// more than resident memory: torch alone maps a few GiB.
 	KeyStubMemoryBytes = "stub-memory-bytes"
+	// KeyStubScheduling is the Linux scheduling policy of each stub's
+	// threads: "batch" (the default) or "normal". Under SCHED_BATCH a stub
+	// that wakes with a batch does not preempt what runs on its CPU, the
+	// server's threads or another stub in the middle of its batch; with
+	// more stubs than cores (the report's four instances on two) such
+	// preemptions switch caches and tasks in the middle of batches; under
+	// SCHED_BATCH the p50 at 16 clients was 0.74-1.00 times that under
+	// SCHED_OTHER in eight alternated pairs (docs/performance.md). A stub
+	// with a CPU to itself starts at once under either policy.
+	// Processes model.py starts inherit the policy.
+	KeyStubScheduling = "stub-scheduling"
 )
 
 // Defaults for Options fields left zero.
@@ -227,6 +238,7 @@ type settings struct {
 	poll              time.Duration // 0: none
 	logBytesPerSec    int64         // 0: none
 	memoryBytes       int64         // 0: none
+	schedBatch        bool          // stubs run SCHED_BATCH (KeyStubScheduling)
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -242,6 +254,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		envCacheMaxBytes:  DefaultEnvCacheMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 		logBytesPerSec:    DefaultLogBytesPerSec,
+		schedBatch:        true,
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -319,6 +332,15 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				err = fmt.Errorf("backend config python,%s=%q: want a byte count >= 0", k, v)
 			}
 			s.memoryBytes = n
+		case KeyStubScheduling:
+			switch v {
+			case "batch":
+				s.schedBatch = true
+			case "normal":
+				s.schedBatch = false
+			default:
+				err = fmt.Errorf("backend config python,%s=%q: want batch or normal", k, v)
+			}
 		}
 		if err != nil {
 			return s, err

@@ -803,14 +803,39 @@ def _limit_memory(limit):
 _MEMORY_LIMIT = 0
 
 
+def _sched_batch():
+    """Puts every thread of this process under SCHED_BATCH (the server's
+    stub-scheduling): a stub woken with a batch then waits for its CPU's
+    current task to yield rather than preempting it. The policy is a
+    thread's, so each thread already running (numpy's BLAS starts some at
+    import) is set; threads started later inherit it from their creator.
+    A refusal (a sandbox that filters the call) costs only the gain."""
+    param = os.sched_param(0)
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_BATCH, param)
+        except ProcessLookupError:
+            pass  # the thread ended since the listing
+        except OSError as exc:
+            sys.stderr.write("stub: SCHED_BATCH for thread %d refused (%s); it keeps its policy\n" % (tid, exc))
+
+
 def main(argv):
     args = argv[1:]
     memory = [a for a in args if a.startswith("--memory-bytes=")]
-    args = [a for a in args if not a.startswith("--memory-bytes=")]
+    sched_batch = "--sched-batch" in args
+    args = [a for a in args if not a.startswith("--memory-bytes=") and a != "--sched-batch"]
     if len(args) != 4:
-        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD BELL_FD [--memory-bytes=N]\n")
+        sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD BELL_FD [--memory-bytes=N] "
+                         "[--sched-batch]\n")
         return 2
     ctl_in, ctl_out, shm_fd, bell_fd = (int(a) for a in args)
+    if sched_batch:
+        _sched_batch()
     if memory:
         _limit_memory(int(memory[-1].split("=", 1)[1]))
     # The doorbell page stays mapped for the stub's life; the descriptor

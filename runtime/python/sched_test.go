@@ -1,0 +1,101 @@
+package python
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// threadModel starts a thread in initialize, after the stub set its
+// policy, and a child process in execute: both must have inherited it.
+const threadModel = `import subprocess, threading, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        self.t = threading.Thread(target=time.sleep, args=(3600,), daemon=True)
+        self.t.start()
+        self.child = subprocess.Popen(["sleep", "3600"])
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()),
+            pb_utils.Tensor("BATCH", np.array([1], np.int64)), pb_utils.Tensor("CWD", np.array([b"."], np.object_))]) for r in requests]
+    def finalize(self):
+        self.child.kill()
+`
+
+// schedPolicies reads the scheduling policy (field 41 of stat) of every
+// thread of pid and of its children's threads.
+func schedPolicies(t *testing.T, pid int) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	var walk func(pid int)
+	walk = func(pid int) {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatalf("threads of %d: %v", pid, err)
+		}
+		for _, task := range tasks {
+			dir := fmt.Sprintf("/proc/%d/task/%s", pid, task.Name())
+			stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+			if err != nil {
+				continue // the thread ended
+			}
+			// Fields after the command, which is in parentheses and may
+			// hold spaces: the state is field 3, the policy field 41.
+			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			policy, err := strconv.Atoi(fields[41-3])
+			if err != nil {
+				t.Fatalf("%s/stat: policy %q", dir, fields[41-3])
+			}
+			out[dir] = policy
+			children, _ := os.ReadFile(filepath.Join(dir, "children"))
+			for _, c := range strings.Fields(string(children)) {
+				n, _ := strconv.Atoi(c)
+				walk(n)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// TestStubScheduling: by default every thread of a stub, those model.py
+// starts and the processes it starts run SCHED_BATCH; stub-scheduling
+// normal leaves them all SCHED_OTHER; another value is refused at load
+// with the key and the value named.
+func TestStubScheduling(t *testing.T) {
+	requirePython(t)
+	const other, batch = 0, 3 // SCHED_OTHER, SCHED_BATCH
+	b, _ := newTestBackend(t, Options{})
+	for _, c := range []struct {
+		setting string
+		want    int
+	}{{"", batch}, {"batch", batch}, {"normal", other}} {
+		spec := probeSpec(t, 8)
+		if c.setting != "" {
+			spec.BackendConfig[KeyStubScheduling] = c.setting
+		}
+		writeFile(t, spec.VersionDir+"/model.py", threadModel)
+		inst := load(t, b, spec, 0)
+		if r := execute(t, inst, probeRequest(1))[0]; r.Err != nil {
+			t.Fatalf("%q: %v", c.setting, r.Err)
+		}
+		got := schedPolicies(t, inst.PID())
+		// The stub's main thread, the model's thread, the sleep child.
+		if len(got) < 3 {
+			t.Fatalf("%q: found only %v", c.setting, got)
+		}
+		for task, policy := range got {
+			if policy != c.want {
+				t.Errorf("%q: %s has policy %d, want %d", c.setting, task, policy, c.want)
+			}
+		}
+	}
+	err := loadErr(t, b, nil, map[string]string{KeyStubScheduling: "fifo"})
+	if err == nil || !strings.Contains(err.Error(), `python,stub-scheduling="fifo": want batch or normal`) {
+		t.Errorf("a bad value: %v", err)
+	}
+}
