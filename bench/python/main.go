@@ -26,7 +26,16 @@
 //
 // Flags: -concurrency 1,16, -instances 1, -requests 4000 (per row and
 // round), -rounds 3, -max-batch 32, -unbatched (false: only the batched
-// rows), -python /usr/bin/python3.
+// rows), -python /usr/bin/python3, -stub-scheduling batch|normal (the
+// python backend's stub-scheduling; empty keeps its default).
+//
+// After the table, each batched level gets a floor from the same run: the
+// least mean latency its clients could see if the machine's cores did
+// nothing but the stub's own work on a batch, timed in a loop by
+// stubparts.py, and the pytorch row's CPU per request for the server's
+// share. The python row's mean latency is printed as a multiple of it,
+// and each goal line gives the floor's distance from the pytorch p50,
+// so a goal below the floor shows as out of this machine's reach.
 //
 // Beside latency and throughput each row gives the requests per Execute
 // and the CPU time per request of the peer's processes (this one, plus the
@@ -38,13 +47,17 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,8 +85,9 @@ func main() {
 	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
+	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling, batch or normal (empty: the backend's default)")
 	flag.Parse()
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond)
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond, *sched)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,7 +115,7 @@ type result struct {
 	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration) (int, error) {
+func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration, sched string) (int, error) {
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -128,6 +142,10 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("make_model.py: %w\n%s", err, out)
 	}
+	config := map[string]string{python.KeyInterpreter: py}
+	if sched != "" {
+		config[python.KeyStubScheduling] = sched
+	}
 	spec := func(file string) *backend.ModelSpec {
 		return &backend.ModelSpec{
 			Name: "simple_linear", Version: 1, ModelDir: modelDir, VersionDir: filepath.Join(modelDir, "1"),
@@ -135,7 +153,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			Inputs:        []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{10}}},
 			Outputs:       []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{5}}},
 			Parameters:    map[string]string{torch.ParamIntraOpThreads: "1"},
-			BackendConfig: map[string]string{python.KeyInterpreter: py},
+			BackendConfig: config,
 		}
 	}
 	if err := os.Setenv("OMP_NUM_THREADS", "1"); err != nil { // inherited by the stubs
@@ -262,7 +280,29 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		fmt.Printf("conc 1, max batch %d: python backend - model.py direct: p50 %+.1f us per request\n", modes[0], us(one.p50-direct))
 	}
 	missed := 0
-	if torch.Available && len(modes) > 1 {
+	if torch.Available && maxBatch > 1 {
+		// The floor under each batched level, from this run's own figures.
+		sizes := map[int]bool{}
+		for _, c := range levels {
+			sizes[bestBatch(c, maxBatch)] = true
+			sizes[max(1, int(math.Round(med[key{"python backend", maxBatch, c}].batch)))] = true
+		}
+		loop, err := stubLoop(py, slices.Sorted(maps.Keys(sizes)))
+		if err != nil {
+			return 0, err
+		}
+		cores := runtime.NumCPU()
+		floorOver := map[int]time.Duration{}
+		fmt.Printf("floor: the least mean latency the python backend could have on %d cores, from this run: the stub's own work on a batch in a loop (bench/python/stubparts.py) plus the pytorch row's CPU per request for the server's share\n", cores)
+		for _, c := range levels {
+			p, t := med[key{"python backend", maxBatch, c}], med[key{"pytorch backend", maxBatch, c}]
+			best, seen := bestBatch(c, maxBatch), max(1, int(math.Round(p.batch)))
+			fl := floorLatency(c, best, loop[best], t.cpu, t.p50, cores)
+			floorOver[c] = fl - t.p50
+			mean := time.Duration(float64(c) / p.throughput * float64(time.Second))
+			fmt.Printf("  conc %2d: floor %.1f us at batches of %d (loop %.1f us a batch), %.1f us at this row's %d; python mean latency %.1f us (conc/throughput): %.2fx the floor\n",
+				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores)), seen, us(mean), float64(mean)/float64(fl))
+		}
 		limit := goalLimit(instances)
 		fmt.Printf("goals (issue 18), %d instance(s), dynamic batching:\n", instances)
 		for _, c := range levels {
@@ -272,7 +312,8 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 				verdict = "MISSED"
 				missed++
 			}
-			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s\n", c, us(over), us(limit), verdict)
+			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s (the floor's mean is %+.1f us over pytorch's p50)\n",
+				c, us(over), us(limit), verdict, us(floorOver[c]))
 		}
 	}
 	fmt.Printf("load average at the end: %s\n", machine.LoadAvg())
@@ -424,6 +465,56 @@ func directBaseline(py, modelDir string, n int) (time.Duration, error) {
 		return 0, fmt.Errorf("direct baseline output %q: %w", out, err)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// bestBatch is the largest batch c clients keep forming in steady state:
+// while one batch runs, the clients it does not hold are forming the next,
+// so batches settle at half the clients, up to the batcher's limit.
+func bestBatch(c, maxBatch int) int {
+	return max(1, min(c/2, maxBatch))
+}
+
+// floorLatency is the least mean latency c clients could see from the
+// python backend on cores CPUs, by this run's figures. Each request costs
+// at least its share of the stub's own work on a batch of b in a tight
+// loop (loop, no pipe, poll or server) plus serverCPU, the pytorch row's
+// whole CPU per request (clients, scheduler and a forward), standing in
+// for the server's share; cores do that much work per second at most,
+// and by Little's law c clients then wait c/throughput each. Nor can a
+// request take less than its batch's loop plus the pytorch row's p50.
+func floorLatency(c, b int, loop, serverCPU, torchP50 time.Duration, cores int) time.Duration {
+	perRequest := loop/time.Duration(b) + serverCPU
+	return max(loop+torchP50, time.Duration(c)*perRequest/time.Duration(max(cores, 1)))
+}
+
+// stubLoop runs bench/python/stubparts.py for the given batch sizes and
+// returns the whole Stub.execute per batch it timed for each.
+func stubLoop(py string, sizes []int) (map[int]time.Duration, error) {
+	args := []string{filepath.Join("bench", "python", "stubparts.py"), "--json"}
+	for _, n := range sizes {
+		args = append(args, strconv.Itoa(n))
+	}
+	out, err := exec.Command(py, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("stubparts.py: %w\n%s", err, ee.Stderr)
+		}
+		return nil, fmt.Errorf("stubparts.py: %w", err)
+	}
+	var byN map[string]float64
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &byN); err != nil {
+		return nil, fmt.Errorf("stubparts.py output %q: %w", out, err)
+	}
+	loop := map[int]time.Duration{}
+	for _, n := range sizes {
+		v, ok := byN[strconv.Itoa(n)]
+		if !ok {
+			return nil, fmt.Errorf("stubparts.py gave no figure for a batch of %d: %q", n, out)
+		}
+		loop[n] = time.Duration(v * float64(time.Microsecond))
+	}
+	return loop, nil
 }
 
 func lastLine(s string) string {

@@ -10,6 +10,10 @@ stub's Python in the server (docs/performance.md, issue 18).
 Run from the repository root with the interpreter that has torch:
 
     /usr/bin/python3 bench/python/stubparts.py 1 3 8
+
+With --json first, the table is replaced by one JSON object mapping each N
+to the whole Stub.execute in microseconds: bench/python runs it that way,
+in the same run, to put a floor beside its measured rows.
 """
 
 import importlib.util
@@ -69,7 +73,13 @@ def frame(shm, n, np):
 
 
 def main(argv):
-    sizes = [int(a) for a in argv[1:]] or [1, 3, 8]
+    args = argv[1:]
+    as_json = bool(args) and args[0] == "--json"
+    if as_json:
+        args = args[1:]
+    sizes = [int(a) for a in args] or [1, 3, 8]
+    if min(sizes) < 1:
+        sys.exit("stubparts: a batch holds at least one request, not %d" % min(sizes))
     if max(sizes) * 64 > CANCEL_AT:
         sys.exit("stubparts: a batch of %d does not fit before the cancel flags" % max(sizes))
     sys.path.insert(0, STUB)
@@ -85,8 +95,10 @@ def main(argv):
         stub.model = load_model(work)
     incoming = ts.pb_utils.InferenceRequest._incoming
 
-    print("%3s %10s %14s %14s %16s %10s" % ("N", "parse us", "requests us", "model.py us", "Stub.execute us",
-                                             "rest us"))
+    if not as_json:
+        print("%3s %10s %14s %14s %16s %10s" % ("N", "parse us", "requests us", "model.py us", "Stub.execute us",
+                                                 "rest us"))
+    wholes = {}
     for n in sizes:
         data = frame(shm, n, np)
         msg = json.loads(data)
@@ -103,7 +115,12 @@ def main(argv):
         build = per_call_us(requests)
         model = per_call_us(lambda: stub.model.execute(built))
         whole = per_call_us(lambda: stub.execute(json.loads(data)))
-        print("%3d %10.1f %14.1f %14.1f %16.1f %10.1f" % (n, parse, build, model, whole, whole - parse - build - model))
+        wholes[n] = whole
+        if not as_json:
+            print("%3d %10.1f %14.1f %14.1f %16.1f %10.1f" % (n, parse, build, model, whole,
+                                                            whole - parse - build - model))
+    if as_json:
+        print(json.dumps({str(n): us for n, us in wholes.items()}))
     return 0
 
 
