@@ -26,8 +26,8 @@
 //
 // Flags: -concurrency 1,16, -instances 1, -requests 4000 (per row and
 // round), -rounds 3, -max-batch 32, -unbatched (false: only the batched
-// rows), -python /usr/bin/python3, -stub-scheduling batch|normal (the
-// python backend's stub-scheduling; empty keeps its default).
+// rows), -python /usr/bin/python3, -stub-scheduling auto|batch|normal
+// (the python backend's stub-scheduling; empty keeps its default, auto).
 //
 // After the table, each batched level gets a floor from the same run: the
 // least mean latency its clients could see if the machine's cores did
@@ -69,6 +69,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 	"github.com/tritonbuild/tritonbuild/runtime/torch"
@@ -85,7 +86,7 @@ func main() {
 	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
-	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling, batch or normal (empty: the backend's default)")
+	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
 	flag.Parse()
 	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond, *sched)
 	if err != nil {
@@ -142,6 +143,14 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("make_model.py: %w\n%s", err, out)
 	}
+	// The config as the server hands it to the backends, with this run's
+	// instance count (the python backend's stub-scheduling reads it).
+	mc, err := modelconfig.LoadFile(filepath.Join(modelDir, "config.pbtxt"))
+	if err != nil {
+		return 0, err
+	}
+	mc.InstanceGroup = []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: int32(instances)}}
+	configJSON := modelconfig.JSON(mc)
 	config := map[string]string{python.KeyInterpreter: py}
 	if sched != "" {
 		config[python.KeyStubScheduling] = sched
@@ -154,6 +163,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			Outputs:       []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{5}}},
 			Parameters:    map[string]string{torch.ParamIntraOpThreads: "1"},
 			BackendConfig: config,
+			ConfigJSON:    configJSON,
 		}
 	}
 	if err := os.Setenv("OMP_NUM_THREADS", "1"); err != nil { // inherited by the stubs

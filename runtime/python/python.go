@@ -115,14 +115,16 @@ const (
 	// more than resident memory: torch alone maps a few GiB.
 	KeyStubMemoryBytes = "stub-memory-bytes"
 	// KeyStubScheduling is the Linux scheduling policy of each stub's
-	// threads: "batch" (the default) or "normal". Under SCHED_BATCH a stub
-	// that wakes with a batch does not preempt what runs on its CPU, the
-	// server's threads or another stub in the middle of its batch; with
-	// more stubs than cores (the report's four instances on two) such
-	// preemptions switch caches and tasks in the middle of batches; under
-	// SCHED_BATCH the p50 at 16 clients was 0.74-1.00 times that under
-	// SCHED_OTHER in eight alternated pairs (docs/performance.md). A stub
-	// with a CPU to itself starts at once under either policy.
+	// threads: "batch" (SCHED_BATCH), "normal" (SCHED_OTHER) or "auto",
+	// the default: batch when the model's instance groups ask for more
+	// instances than the machine has cores, else normal. Under SCHED_BATCH
+	// a stub that wakes with a batch does not preempt what runs on its
+	// CPU. With more stubs than cores (the report's four instances on two)
+	// that keeps stubs from preempting each other in the middle of
+	// batches: the p50 at 16 clients was 0.74-1.00 times that under
+	// SCHED_OTHER in eight alternated pairs. With one instance the stub is
+	// the bottleneck and waiting for a CPU only delays it: 0.75-1.74
+	// times, 1.16 at the median of five pairs (docs/performance.md).
 	// Processes model.py starts inherit the policy.
 	KeyStubScheduling = "stub-scheduling"
 )
@@ -254,7 +256,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		envCacheMaxBytes:  DefaultEnvCacheMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 		logBytesPerSec:    DefaultLogBytesPerSec,
-		schedBatch:        true,
+		schedBatch:        instanceCount(spec) > int(b.spin.cores),
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -338,8 +340,9 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				s.schedBatch = true
 			case "normal":
 				s.schedBatch = false
+			case "auto": // as set above
 			default:
-				err = fmt.Errorf("backend config python,%s=%q: want batch or normal", k, v)
+				err = fmt.Errorf("backend config python,%s=%q: want auto, batch or normal", k, v)
 			}
 		}
 		if err != nil {
@@ -510,6 +513,29 @@ func (b *Backend) script() (string, error) {
 	}
 	b.scripts[root] = s
 	return s, nil
+}
+
+// instanceCount is how many instances the model's config asks for, summed
+// over its instance groups (a group without a count has one, as in
+// Triton); 0 for a spec without a config.
+func instanceCount(spec *backend.ModelSpec) int {
+	var cfg struct {
+		InstanceGroup []struct {
+			Count json.Number `json:"count"` // int32: a number, or a string from some printers
+		} `json:"instance_group"`
+	}
+	if json.Unmarshal(spec.ConfigJSON, &cfg) != nil {
+		return 0
+	}
+	n := 0
+	for _, g := range cfg.InstanceGroup {
+		c, err := g.Count.Int64()
+		if err != nil || c < 1 {
+			c = 1
+		}
+		n += int(min(c, 1<<20))
+	}
+	return n
 }
 
 // initArgs are initialize(args) as Triton passes them: all strings.

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 // threadModel starts a thread in initialize, after the stub set its
@@ -62,40 +65,70 @@ func schedPolicies(t *testing.T, pid int) map[string]int {
 	return out
 }
 
-// TestStubScheduling: by default every thread of a stub, those model.py
-// starts and the processes it starts run SCHED_BATCH; stub-scheduling
-// normal leaves them all SCHED_OTHER; another value is refused at load
-// with the key and the value named.
+// TestStubScheduling: by default (auto) every thread of a stub, those
+// model.py starts and the processes it starts run SCHED_BATCH when the
+// model asks for more instances than the machine has cores, SCHED_OTHER
+// otherwise; batch and normal force either; another value is refused at
+// load with the key and the value named.
 func TestStubScheduling(t *testing.T) {
 	requirePython(t)
 	const other, batch = 0, 3 // SCHED_OTHER, SCHED_BATCH
 	b, _ := newTestBackend(t, Options{})
+	many := runtime.NumCPU() + 1
 	for _, c := range []struct {
-		setting string
-		want    int
-	}{{"", batch}, {"batch", batch}, {"normal", other}} {
+		setting   string
+		instances int // in the config's instance_group; 0: no config
+		want      int
+	}{
+		{"", many, batch}, {"", 1, other}, {"", 0, other}, {"auto", many, batch},
+		{"batch", 1, batch}, {"normal", many, other},
+	} {
+		name := fmt.Sprintf("%q with %d instances", c.setting, c.instances)
 		spec := probeSpec(t, 8)
 		if c.setting != "" {
 			spec.BackendConfig[KeyStubScheduling] = c.setting
 		}
+		if c.instances > 0 {
+			spec.ConfigJSON = fmt.Appendf(nil, `{"name":"probe","backend":"python","max_batch_size":8,"instance_group":[{"name":"probe","kind":"KIND_CPU","count":%d}]}`, c.instances)
+		}
 		writeFile(t, spec.VersionDir+"/model.py", threadModel)
 		inst := load(t, b, spec, 0)
 		if r := execute(t, inst, probeRequest(1))[0]; r.Err != nil {
-			t.Fatalf("%q: %v", c.setting, r.Err)
+			t.Fatalf("%s: %v", name, r.Err)
 		}
 		got := schedPolicies(t, inst.PID())
 		// The stub's main thread, the model's thread, the sleep child.
 		if len(got) < 3 {
-			t.Fatalf("%q: found only %v", c.setting, got)
+			t.Fatalf("%s: found only %v", name, got)
 		}
 		for task, policy := range got {
 			if policy != c.want {
-				t.Errorf("%q: %s has policy %d, want %d", c.setting, task, policy, c.want)
+				t.Errorf("%s: %s has policy %d, want %d", name, task, policy, c.want)
 			}
 		}
+		inst.Close()
 	}
 	err := loadErr(t, b, nil, map[string]string{KeyStubScheduling: "fifo"})
-	if err == nil || !strings.Contains(err.Error(), `python,stub-scheduling="fifo": want batch or normal`) {
+	if err == nil || !strings.Contains(err.Error(), `python,stub-scheduling="fifo": want auto, batch or normal`) {
 		t.Errorf("a bad value: %v", err)
+	}
+}
+
+func TestInstanceCount(t *testing.T) {
+	for _, c := range []struct {
+		config string
+		want   int
+	}{
+		{``, 0},
+		{`{"name":"m"}`, 0},
+		{`{"instance_group":[{"count":4}]}`, 4},
+		{`{"instance_group":[{"count":"3"},{"count":2}]}`, 5},
+		{`{"instance_group":[{"kind":"KIND_CPU"}]}`, 1},
+		{`{"instance_group":[{"count":0}]}`, 1},
+		{`{"instance_group":"x"}`, 0},
+	} {
+		if got := instanceCount(&backend.ModelSpec{ConfigJSON: []byte(c.config)}); got != c.want {
+			t.Errorf("instanceCount(%s) = %d, want %d", c.config, got, c.want)
+		}
 	}
 }
