@@ -122,9 +122,10 @@ const (
 	// CPU. With more stubs than cores (the report's four instances on two)
 	// that keeps stubs from preempting each other in the middle of
 	// batches: the p50 at 16 clients was 0.74-1.00 times that under
-	// SCHED_OTHER in eight alternated pairs. With one instance the stub is
-	// the bottleneck and waiting for a CPU only delays it: 0.75-1.74
-	// times, 1.16 at the median of five pairs (docs/performance.md).
+	// SCHED_OTHER in eight alternated pairs. With one instance, eight
+	// pairs went either way (0.67-1.78 times, 1.07 at the median), so a
+	// model with no more instances than cores keeps the kernel's default
+	// (docs/performance.md).
 	// Processes model.py starts inherit the policy.
 	KeyStubScheduling = "stub-scheduling"
 )
