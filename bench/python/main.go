@@ -87,8 +87,16 @@ func main() {
 	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
+	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
+	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
 	flag.Parse()
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond, *sched)
+	if *batching != "greedy" && *batching != "config" {
+		log.Fatalf("-batching %q: want greedy or config", *batching)
+	}
+	if *slots < 0 {
+		log.Fatalf("-exec-slots %d: want 0 (off) or a positive count", *slots)
+	}
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond, *sched, *batching == "config", *slots)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +124,7 @@ type result struct {
 	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration, sched string) (int, error) {
+func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration, sched string, configBatching bool, slots int) (int, error) {
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -151,6 +159,15 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 	}
 	mc.InstanceGroup = []*modelconfig.ModelInstanceGroup{{Kind: modelconfig.ModelInstanceGroup_KIND_CPU, Count: int32(instances)}}
 	configJSON := modelconfig.JSON(mc)
+	batched := &scheduler.Dynamic{}
+	if configBatching {
+		db := mc.GetDynamicBatching()
+		batched.MaxQueueDelay = time.Duration(db.GetMaxQueueDelayMicroseconds()) * time.Microsecond
+		for _, p := range db.GetPreferredBatchSize() {
+			batched.PreferredBatchSizes = append(batched.PreferredBatchSizes, int(p))
+		}
+		maxBatch = int(mc.GetMaxBatchSize())
+	}
 	config := map[string]string{python.KeyInterpreter: py}
 	if sched != "" {
 		config[python.KeyStubScheduling] = sched
@@ -245,7 +262,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		for _, mb := range modes {
 			for _, c := range levels {
 				for _, p := range peers {
-					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, req)
+					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, batched, slots, req)
 					if err != nil {
 						return 0, fmt.Errorf("%s: %w", p.name, err)
 					}
@@ -262,6 +279,15 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 
 	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per row (medians of rounds)\n",
 		instances, requests, rounds)
+	how := "greedy (no queue delay)"
+	if configBatching {
+		how = fmt.Sprintf("the seed config's: preferred sizes %v, queue delay %v", batched.PreferredBatchSizes, batched.MaxQueueDelay)
+	}
+	fmt.Printf("batched rows: dynamic batcher %s", how)
+	if slots > 0 {
+		fmt.Printf("; rate limiter: each instance needs 1 of %d copies of cpu", slots)
+	}
+	fmt.Println()
 	fmt.Printf("%-16s %9s %5s %10s %10s %12s %10s %10s %9s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s", "reqs/exec", "CPU us/req", "in stubs")
 	med := map[key]result{}
 	for _, mb := range modes {
@@ -357,13 +383,25 @@ func (lent) Close() error { return nil }
 // measure runs requests calls from c client goroutines through the server's
 // own scheduler (runtime/scheduler) over the instances: each request goes to
 // an idle instance or waits in the queue; when maxBatch > 1 the dynamic
-// batcher (no queue delay) runs every request already waiting, up to
-// maxBatch, as one Execute.
-func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelSpec, c, requests, maxBatch int, req func() *backend.Request) (result, error) {
+// batcher dyn (with no queue delay: every request already waiting, up to
+// maxBatch) groups requests into one Execute. With slots > 0 each
+// instance executes only while it holds one of slots copies of a rate
+// limiter resource.
+func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelSpec, c, requests, maxBatch int, dyn *scheduler.Dynamic, slots int, req func() *backend.Request) (result, error) {
 	cfg := scheduler.Config{Name: spec.Name, Version: spec.Version, MaxBatchSize: spec.MaxBatchSize, Instances: len(insts)}
 	if maxBatch > 1 {
 		cfg.MaxBatchSize = maxBatch
-		cfg.Dynamic = &scheduler.Dynamic{}
+		cfg.Dynamic = dyn
+	}
+	if slots > 0 {
+		rl, err := scheduler.NewRateLimiter([]string{fmt.Sprintf("cpu:%d", slots)})
+		if err != nil {
+			return result{}, err
+		}
+		cfg.RateLimiter = rl
+		for range insts {
+			cfg.Limits = append(cfg.Limits, scheduler.InstanceLimit{Resources: []scheduler.Resource{{Name: "cpu", Count: 1}}})
+		}
 	}
 	lender := &pool{insts: insts}
 	s, err := scheduler.New(ctx, lender, spec, cfg)

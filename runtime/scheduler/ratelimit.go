@@ -171,6 +171,22 @@ func (rl *RateLimiter) grant() {
 	rl.waiting = kept
 }
 
+// tryAcquire takes t's resources if they are free and no instance waits
+// for any before t, and reports whether it did.
+func (t *Ticket) tryAcquire() bool {
+	rl := t.rl
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.waiting) > 0 || !rl.fits(t) {
+		return false
+	}
+	for k, n := range t.needs {
+		rl.used[k] += n
+	}
+	t.granted = true
+	return true
+}
+
 // acquire waits until t holds its resources. It returns false, holding
 // nothing, when ctx ends first.
 func (t *Ticket) acquire(ctx context.Context) bool {

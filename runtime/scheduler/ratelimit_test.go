@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +125,75 @@ func TestRateLimiterPriority(t *testing.T) {
 	hold.release()
 	if waiters() != 0 || rl.used[poolKey{"r", false}] != 0 {
 		t.Fatalf("waiting %d used %v after a cancelled wait", waiters(), rl.used)
+	}
+}
+
+// TestBatchGrowsWhileItWaitsForResources: as Triton's batcher grows a
+// payload queued in its rate limiter, a closed batch that waits for
+// resources takes the requests queued meanwhile, up to the largest
+// preferred batch size (max_batch_size without preferred sizes), instead
+// of executing alone and leaving them another turn. Here instance X holds
+// the one copy of R executing a; b closes alone on instance Y and waits
+// for R; c, d and e arrive; once a is done Y executes b-e as one batch of
+// 4 (without the growth: b alone, then c-e as 3).
+func TestBatchGrowsWhileItWaitsForResources(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dyn  Dynamic
+	}{
+		{"preferred sizes and a delay", Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: time.Millisecond}},
+		{"no preferred sizes", Dynamic{MaxQueueDelay: time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl, err := NewRateLimiter(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			need := InstanceLimit{Resources: []Resource{{Name: "R", Count: 1}}}
+			be := &gatedBatches{started: make(chan struct{}), release: make(chan struct{})}
+			dyn := tc.dyn
+			s, err := New(context.Background(), be, linearSpec("g", 8, nil), Config{
+				Name: "g", MaxBatchSize: 8, Instances: 2, Dynamic: &dyn,
+				RateLimiter: rl, Limits: []InstanceLimit{need, need},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			var wg sync.WaitGroup
+			send := func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if resp, err := s.Infer(context.Background(), rowsRequest(1, 1)); err != nil || resp.Err != nil {
+						t.Errorf("%v %v", err, resp)
+					}
+				}()
+			}
+			waiters := func() int { rl.mu.Lock(); defer rl.mu.Unlock(); return len(rl.waiting) }
+			send() // a
+			<-be.started
+			send() // b
+			for waiters() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			send() // c, d, e
+			send()
+			send()
+			for s.Queued() != 3 {
+				time.Sleep(time.Millisecond)
+			}
+			close(be.release)
+			wg.Wait()
+			var sizes []int
+			for _, b := range s.Stats().Batches {
+				for range b.ComputeInfer.Count {
+					sizes = append(sizes, b.BatchSize)
+				}
+			}
+			if !slices.Equal(sizes, []int{1, 4}) {
+				t.Fatalf("executed batches of %v rows, want [1 4]: a alone, then b with what queued while it waited for R", sizes)
+			}
+		})
 	}
 }

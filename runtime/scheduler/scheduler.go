@@ -147,6 +147,9 @@ type job struct {
 type Scheduler struct {
 	cfg       Config
 	preferred map[int]bool // preferred batch sizes; nil without dynamic batching
+	// growRows is the most rows a batch waiting for rate limiter
+	// resources grows to (awaitResources).
+	growRows int
 	// levels are the priority levels' queues (one without priorities);
 	// wake, with several levels only, tells a waiting worker that a
 	// level has work.
@@ -270,6 +273,10 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	}
 	if cfg.Dynamic != nil && cfg.MaxBatchSize > 0 {
 		s.preferred = map[int]bool{}
+		s.growRows = cfg.MaxBatchSize
+		if len(cfg.Dynamic.PreferredBatchSizes) > 0 {
+			s.growRows = slices.Max(cfg.Dynamic.PreferredBatchSizes)
+		}
 		for _, p := range cfg.Dynamic.PreferredBatchSizes {
 			if p < 1 || p > cfg.MaxBatchSize {
 				return nil, fmt.Errorf("preferred batch size %d is outside 1..max_batch_size %d", p, cfg.MaxBatchSize)
@@ -828,6 +835,10 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 			}
 		}
 		s.endGather(i)
+		held := false
+		if run.limit != nil && s.preferred != nil && carry == nil {
+			batch, rows, carry, held = s.awaitResources(i, run.limit, batch, rows)
+		}
 		if carry != nil && s.lazy && s.handOn(carry) {
 			carry = nil
 		}
@@ -854,12 +865,56 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		for _, j := range batch {
 			reqs = append(reqs, j.req)
 		}
-		if !s.execute(inst, batch, reqs, rows, run) {
+		if !s.execute(inst, batch, reqs, rows, run, held) {
 			return // Close gave up on this instance and answered the batch
 		}
 		clear(batch)
 		clear(reqs)
 	}
+}
+
+// awaitResources takes the rate limiter resources of a closed batch (by
+// ticket t of worker i) and, while it waits for them, lets the batch grow
+// as Triton's dynamic batcher grows a payload that waits in its rate
+// limiter: once granted, the batch takes what was queued meanwhile, up to
+// the largest preferred batch size (max_batch_size without preferred
+// sizes). Without that, a model whose instances outnumber the resources
+// (four python stubs sharing two cores' worth) executes the small batches
+// its idle instances closed, each waiting its turn, while the requests
+// behind them queue. It returns the batch, its rows, a job taken that did
+// not fit (for the next batch) and whether t holds the resources; false
+// means the model unloaded first, and execute answers the batch. Outside
+// lazy mode nothing keeps an idle worker from taking queued requests for
+// a batch of its own, so the batch grows by what they leave.
+func (s *Scheduler) awaitResources(i int, t *Ticket, batch []*job, rows int) ([]*job, int, *job, bool) {
+	if t.tryAcquire() {
+		return batch, rows, nil, true
+	}
+	if s.lazy {
+		// Announced as gathering, the batch is where requests go while it
+		// waits: they queue for it instead of starting another batch on
+		// an idle instance, which would only wait for resources too.
+		s.gathering[i].Store(int64(rows))
+	}
+	defer s.endGather(i)
+	if !t.acquire(s.execCtx) {
+		return batch, rows, nil, false
+	}
+	for rows < s.growRows {
+		j := s.tryPop()
+		if j == nil {
+			break
+		}
+		if !s.take(j) {
+			continue
+		}
+		if rows+j.rows > s.growRows || !s.sameShapes(batch[0].req, j.req) {
+			return batch, rows, j, true
+		}
+		batch = append(batch, j)
+		rows += j.rows
+	}
+	return batch, rows, nil, true
 }
 
 // sameShapes reports whether b may join a batch that a started: their
@@ -904,8 +959,8 @@ func (s *Scheduler) take(j *job) bool {
 
 // execute runs one batch and answers its jobs. It returns false when Close
 // abandoned the batch meanwhile (the jobs were answered there).
-func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int, run *slot) bool {
-	if run.limit != nil {
+func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend.Request, rows int, run *slot, held bool) bool {
+	if run.limit != nil && !held {
 		// The wait for resources is queue time, as on Triton. Close ends
 		// it (execCtx) only once it gave up draining.
 		if !run.limit.acquire(s.execCtx) {
@@ -915,6 +970,8 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 			}
 			return true
 		}
+	}
+	if run.limit != nil {
 		defer run.limit.release()
 	}
 	t0 := time.Now()

@@ -503,7 +503,7 @@ func (s *Scheduler) workSequence(inst backend.Instance, idx int, run *slot) {
 			}
 			reqs = append(reqs, &r)
 		}
-		if !s.execute(inst, batch, reqs, len(batch), run) {
+		if !s.execute(inst, batch, reqs, len(batch), run, false) {
 			return
 		}
 		clear(reqs)
