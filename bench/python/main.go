@@ -323,7 +323,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			sizes[bestBatch(c, maxBatch)] = true
 			sizes[max(1, int(math.Round(med[key{"python backend", maxBatch, c}].batch)))] = true
 		}
-		loop, err := stubLoop(py, slices.Sorted(maps.Keys(sizes)))
+		loop, err := stubLoop(py, filepath.Join(modelDir, "1", "model.py"), slices.Sorted(maps.Keys(sizes)))
 		if err != nil {
 			return 0, err
 		}
@@ -537,8 +537,8 @@ func floorLatency(c, b int, loop, serverCPU, torchP50 time.Duration, cores int) 
 
 // stubLoop runs bench/python/stubparts.py for the given batch sizes and
 // returns the whole Stub.execute per batch it timed for each.
-func stubLoop(py string, sizes []int) (map[int]time.Duration, error) {
-	args := []string{filepath.Join("bench", "python", "stubparts.py"), "--json"}
+func stubLoop(py, modelPy string, sizes []int) (map[int]time.Duration, error) {
+	args := []string{filepath.Join("bench", "python", "stubparts.py"), "--json", "--model", modelPy}
 	for _, n := range sizes {
 		args = append(args, strconv.Itoa(n))
 	}

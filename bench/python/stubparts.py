@@ -13,7 +13,9 @@ Run from the repository root with the interpreter that has torch:
 
 With --json first, the table is replaced by one JSON object mapping each N
 to the whole Stub.execute in microseconds: bench/python runs it that way,
-in the same run, to put a floor beside its measured rows.
+in the same run, to put a floor beside its measured rows. --model PATH
+(before the sizes) times another model.py of the same inputs and outputs
+in place of the report's: bench/python passes the one its -seed gives.
 """
 
 import importlib.util
@@ -44,17 +46,18 @@ def per_call_us(fn):
     return (time.perf_counter() - t0) / CALLS * 1e6
 
 
-def load_model(work):
+def load_model(work, path):
     # model.py loads 'model.pt' from the working directory, as in the report.
     subprocess.run([sys.executable, MAKE_MODEL, os.path.join(work, "model.pt")], check=True,
                    stdout=subprocess.DEVNULL)
-    spec = importlib.util.spec_from_file_location("model", SEED)
+    spec = importlib.util.spec_from_file_location("model", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     os.chdir(work)
     try:
         model = mod.TritonPythonModel()
-        model.initialize({})
+        if hasattr(model, "initialize"):  # optional, as under Triton
+            model.initialize({})
     finally:
         os.chdir(ROOT)
     return model
@@ -77,6 +80,13 @@ def main(argv):
     as_json = bool(args) and args[0] == "--json"
     if as_json:
         args = args[1:]
+    model_py = SEED
+    if args and args[0] == "--model":
+        if len(args) < 2:
+            sys.exit("stubparts: --model needs the path of a model.py")
+        model_py, args = os.path.abspath(args[1]), args[2:]
+        if not os.path.isfile(model_py):
+            sys.exit("stubparts: --model %s: no such file" % model_py)
     sizes = [int(a) for a in args] or [1, 3, 8]
     if min(sizes) < 1:
         sys.exit("stubparts: a batch holds at least one request, not %d" % min(sizes))
@@ -92,7 +102,7 @@ def main(argv):
     shm.ensure(REGION)
     stub = ts.Stub(ts.Channel(-1, -1), shm)
     with tempfile.TemporaryDirectory(prefix="stubparts-") as work:
-        stub.model = load_model(work)
+        stub.model = load_model(work, model_py)
     incoming = ts.pb_utils.InferenceRequest._incoming
 
     if not as_json:

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
+)
+
+// TestStubLoopTimesTheGivenModel: the floor's loop runs the model.py of
+// the run's -seed, not always the report's: a model.py that answers no
+// outputs fails it, the report's passes.
+func TestStubLoopTimesTheGivenModel(t *testing.T) {
+	const py = "/usr/bin/python3"
+	testenv.NeedPython(t, py, "torch", "numpy")
+	bad := filepath.Join(t.TempDir(), "model.py")
+	if err := os.WriteFile(bad, []byte("class TritonPythonModel:\n    def execute(self, requests):\n        raise RuntimeError('no outputs here')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join("..", "..")) // stubparts.py runs from the repository root
+	if _, err := stubLoop(py, bad, []int{1}); err == nil || !strings.Contains(err.Error(), "did not answer the frame with outputs") {
+		t.Fatalf("a model.py that raises in execute: want the loop refused, got %v", err)
+	}
+	report := filepath.Join("runtime", "python", "testdata", "seed-model-repository-batched", "simple_linear", "1", "model.py")
+	loop, err := stubLoop(py, report, []int{1})
+	if err != nil || loop[1] <= 0 {
+		t.Fatalf("the report's model.py: %v %v", loop, err)
+	}
+}
