@@ -433,10 +433,7 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 			if err != nil {
 				return nil, err
 			}
-			if r%2 == 1 {
-				slices.Reverse(wcs)
-				slices.Reverse(hcs)
-			}
+			wcs, hcs = inRoundOrder(wcs, r), inRoundOrder(hcs, r)
 			for _, wc := range wcs {
 				x, err := runWrk(o.wrk, dir, wc, c, o.duration)
 				if err != nil {

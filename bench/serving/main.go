@@ -55,6 +55,17 @@
 // -backend pytorch writes simple_linear's model.pt with /usr/bin/python3
 // (-python) and the repository's make_model.py (-make-model) unless -model
 // gives one.
+//
+// -backend python (needs -tags libtorch) is a separate comparison through
+// the same HTTP frontend, with wrk only: the report's python model (-seed:
+// model.py and config.pbtxt unchanged, 4 instances, its dynamic batching;
+// OMP_NUM_THREADS=1, -python runs the stubs) against the pytorch backend
+// serving the same model.pt with the same config, at -concurrency (default
+// 1,16, the python goal's levels). The two alternate every round, -duration
+// each, and each level prints the pairs' median throughput ratio and p50
+// difference, the server's and the stubs' CPU per request, and issue 18's
+// python goal beside them for reference: bench/python checks it, in
+// process; this command does not exit 1 over it.
 package main
 
 import (
@@ -114,6 +125,7 @@ type options struct {
 	ghz         string
 	h2load      string
 	fastapi     string
+	seed        string
 	external    bool
 	goals       bool
 	// cases, when not empty, are the only in-process cases run (by name).
@@ -123,14 +135,14 @@ type options struct {
 func main() {
 	var o options
 	var conc, cases string
-	flag.StringVar(&o.backend, "backend", "fake", "backend serving simple_linear: fake or pytorch")
+	flag.StringVar(&o.backend, "backend", "fake", "backend serving simple_linear: fake, pytorch, or python (the report's model.py from -seed beside the pytorch backend on the same model, with wrk only; needs -tags libtorch)")
 	flag.StringVar(&o.model, "model", "", "model.pt for -backend pytorch (default: written with -python)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "interpreter with torch, to write model.pt")
 	flag.StringVar(&o.makeModel, "make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measuring time per case, round and concurrency")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (cases alternate order between rounds)")
 	flag.IntVar(&o.slices, "slices", 10, "each case's -duration in a round is run in this many turns, interleaved with the other cases' (1: back to back)")
-	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies")
+	flag.StringVar(&conc, "concurrency", "1,64", "comma-separated client concurrencies (-backend python: default "+pythonLevels+")")
 	flag.IntVar(&o.instances, "instances", 2, "model instances")
 	flag.IntVar(&o.delayUs, "delay-us", 0, "dynamic batching max_queue_delay_microseconds")
 	flag.StringVar(&o.preferred, "preferred", "", "dynamic batching preferred_batch_size, comma-separated")
@@ -144,6 +156,7 @@ func main() {
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
 	flag.StringVar(&o.ghz, "ghz", "out/bin/ghz", "ghz binary (make ghz builds it from bench/tools)")
 	flag.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client): one outside client for both gRPC and HTTP binary")
+	flag.StringVar(&o.seed, "seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository, which -backend python serves")
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
 	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
 	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk and h2load cases of the same names, and fastapi-json the FastAPI peer; triton-grpc selects ghz too; goals whose cases did not run are not checked)")
@@ -154,8 +167,10 @@ func main() {
 			o.cases[strings.TrimSpace(c)] = true
 		}
 	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
-	if o.conc, err = sweep.Levels(conc); err != nil {
+	if o.conc, err = sweep.Levels(concurrencyFor(o.backend, conc, set["concurrency"])); err != nil {
 		fmt.Fprintln(os.Stderr, "servingbench: -concurrency:", err)
 		os.Exit(2)
 	}
@@ -229,6 +244,23 @@ func batchingConfig(delayUs int, preferred string) string {
 	return s + " }"
 }
 
+// readModelPT returns simple_linear's model.pt: -model, or else the one
+// -make-model writes into dir with -python.
+func readModelPT(o options, dir string) ([]byte, error) {
+	src := o.model
+	if src == "" {
+		src = filepath.Join(dir, "model.pt")
+		if out, err := exec.Command(o.python, o.makeModel, src).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("writing model.pt with %s: %w\n%s", o.python, err, out)
+		}
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return nil, fmt.Errorf("reading model.pt: %w", err)
+	}
+	return data, nil
+}
+
 func setupRepository(o options, dir string, rec *execTimes) (map[string]backend.Backend, error) {
 	var head string
 	var modelPT []byte
@@ -240,20 +272,12 @@ func setupRepository(o options, dir string, rec *execTimes) (map[string]backend.
 	case "pytorch":
 		head = `platform: "pytorch_libtorch"`
 		bes["pytorch"] = timedBackend{Backend: torch.New(torch.Options{}), rec: rec}
-		src := o.model
-		if src == "" {
-			src = filepath.Join(dir, "model.pt")
-			if out, err := exec.Command(o.python, o.makeModel, src).CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("writing model.pt with %s: %w\n%s", o.python, err, out)
-			}
-		}
-		data, err := os.ReadFile(src)
-		if err != nil {
+		var err error
+		if modelPT, err = readModelPT(o, dir); err != nil {
 			return nil, err
 		}
-		modelPT = data
 	default:
-		return nil, fmt.Errorf("unknown -backend %q (fake or pytorch)", o.backend)
+		return nil, fmt.Errorf("unknown -backend %q (fake, pytorch or python)", o.backend)
 	}
 	for name, batching := range map[string]string{
 		plainModel:   batchingConfig(o.delayUs, o.preferred),
@@ -375,6 +399,9 @@ type result struct {
 	cpu time.Duration
 	// clientCPU is an outside load generator's CPU time per request.
 	clientCPU time.Duration
+	// stubCPU is the python backend's stub processes' CPU time per
+	// request (-backend python), which cpu does not count.
+	stubCPU time.Duration
 	// csw and icsw are the process's voluntary and involuntary context
 	// switches per request (in-process cases).
 	csw, icsw float64
@@ -576,6 +603,10 @@ func computeP50(ctx context.Context, be backend.Backend, spec *backend.ModelSpec
 }
 
 func run(o options) (int, error) {
+	if o.backend == "python" {
+		// Its goal is bench/python's: nothing here to miss.
+		return 0, runPython(o)
+	}
 	ctx := context.Background()
 	load0 := machine.LoadAvg()
 	dir, err := os.MkdirTemp("", "servingbench")
@@ -702,7 +733,7 @@ func run(o options) (int, error) {
 		}
 	}
 	maxConc := slices.Max(o.conc)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
+	client := benchClient(maxConc)
 
 	// results holds each case's result per round (the table); pairs per
 	// slice of every round, which the goals compare (see runRound).
@@ -734,10 +765,7 @@ func run(o options) (int, error) {
 	rec.reset()
 	before := batchInfer(model.Scheduler.Stats())
 	for r := 0; r < o.rounds; r++ {
-		order := slices.Clone(targets)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
+		order := inRoundOrder(targets, r)
 		for _, c := range o.conc {
 			run := slices.DeleteFunc(slices.Clone(order), func(t target) bool { return t.only1 && c != 1 })
 			round, perSlice, err := runRound(client, run, o.modelFor(c), c, o.duration, o.slices)
@@ -831,12 +859,7 @@ func run(o options) (int, error) {
 		hr, fr := pairs["triton-bin-cached"][c], pairs["floor-bin"][c]
 		// Paired per slice, as the other goals are: the p50 of one case
 		// over a whole run moves with the machine as much as the ratio.
-		ratio := paired(hr, fr, p50Ratio)
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for i := range min(len(hr), len(fr)) {
-			r := p50Ratio(hr[i], fr[i])
-			lo, hi = min(lo, r), max(hi, r)
-		}
+		ratio, lo, hi := pairedRange(hr, fr, p50Ratio)
 		fmt.Printf("conc %3d cache: p50 cache hit %.1f us vs floor-bin %.1f us (medians over rounds); paired per slice %.2fx (%.2f-%.2fx); throughput cache hit/floor %.2f\n",
 			c, us(hit.p50), us(fl.p50), ratio, lo, hi, paired(hr, fr, throughputRatio))
 		if c == 1 {
@@ -848,15 +871,7 @@ func run(o options) (int, error) {
 			st.ExecutionCount, cachedModel, float64(st.CacheHit.Ns)/float64(st.CacheHit.Count)/1e3)
 	}
 	fmt.Println()
-	for _, m := range []*repository.Model{model, batched} {
-		st := m.Scheduler.Stats()
-		if st.ExecutionCount == 0 {
-			continue
-		}
-		fmt.Printf("scheduler %s: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
-			m.Name, st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
-			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
-	}
+	printSchedulers(model, batched)
 	if o.external {
 		served := func(name string) uint64 {
 			m, err := mgr.Get(name, -1)
@@ -910,6 +925,48 @@ func p50Over(a, b result) float64 { return us(a.p50) - us(b.p50) }
 
 func p50Ratio(a, b result) float64 { return float64(a.p50) / float64(max(b.p50, 1)) }
 
+// pairedRange is paired's median with the least and the greatest of f
+// over the pairs: the spread that says how far one pair can be trusted.
+func pairedRange(a, b []result, f func(a, b result) float64) (med, lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range min(len(a), len(b)) {
+		v := f(a[i], b[i])
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return paired(a, b, f), lo, hi
+}
+
+// inRoundOrder is the order round r runs cases in: reversed every other
+// round, so that no case always runs right after the same neighbour's
+// load, and the two of a pair trade places between rounds.
+func inRoundOrder[T any](cases []T, r int) []T {
+	order := slices.Clone(cases)
+	if r%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// benchClient is the Go client the in-process cases share: enough idle
+// connections kept for maxConc clients that none is redialled mid-run.
+func benchClient(maxConc int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
+}
+
+// printSchedulers prints each model's scheduler statistics, for the
+// models that executed anything.
+func printSchedulers(models ...*repository.Model) {
+	for _, m := range models {
+		st := m.Scheduler.Stats()
+		if st.ExecutionCount == 0 {
+			continue
+		}
+		fmt.Printf("scheduler %s: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
+			m.Name, st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
+			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
+	}
+}
+
 // median takes the median of each figure over rounds independently.
 func median(rs []result) result {
 	return result{
@@ -918,6 +975,7 @@ func median(rs []result) result {
 		throughput: sweep.Median(rs, func(r result) float64 { return r.throughput }),
 		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
 		clientCPU:  sweep.Median(rs, func(r result) time.Duration { return r.clientCPU }),
+		stubCPU:    sweep.Median(rs, func(r result) time.Duration { return r.stubCPU }),
 		csw:        sweep.Median(rs, func(r result) float64 { return r.csw }),
 		icsw:       sweep.Median(rs, func(r result) float64 { return r.icsw }),
 	}
