@@ -65,6 +65,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/goals"
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
 	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 
@@ -104,16 +105,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "pythonbench: %d goal(s) missed\n", missed)
 		os.Exit(1)
 	}
-}
-
-// goalLimit is issue 18's bound on the python backend's p50 over the
-// pytorch backend's: 200 us with the report's tuned configuration (four
-// instances), 400 us with fewer.
-func goalLimit(instances int) time.Duration {
-	if instances >= 4 {
-		return 200 * time.Microsecond
-	}
-	return 400 * time.Microsecond
 }
 
 type result struct {
@@ -339,7 +330,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			fmt.Printf("  conc %2d: floor %.1f us at batches of %d (loop %.1f us a batch), %.1f us at this row's %d; python mean latency %.1f us (conc/throughput): %.2fx the floor\n",
 				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores)), seen, us(mean), float64(mean)/float64(fl))
 		}
-		limit := goalLimit(instances)
+		limit := goals.PythonOverPytorch(instances)
 		fmt.Printf("goals (issue 18), %d instance(s), dynamic batching:\n", instances)
 		for _, c := range levels {
 			over := med[key{"python backend", maxBatch, c}].p50 - med[key{"pytorch backend", maxBatch, c}].p50

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tritonbuild/tritonbuild/bench/internal/goals"
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
@@ -47,17 +48,6 @@ func concurrencyFor(backend, given string, set bool) string {
 		return pythonLevels
 	}
 	return given
-}
-
-// pythonGoalLimit is issue 18's bound on the python backend's p50 over the
-// pytorch backend's, as bench/python's goalLimit states it (that command
-// checks it, in process; it is a main package too, so the two cannot
-// share it): 200 us with the tuned four instances, 400 us with fewer.
-func pythonGoalLimit(instances int) time.Duration {
-	if instances >= 4 {
-		return 200 * time.Microsecond
-	}
-	return 400 * time.Microsecond
 }
 
 // instanceCount is the number of instances a config's groups ask for.
@@ -368,7 +358,7 @@ func printPython(o options, seed *modelconfig.ModelConfig, res map[string]map[in
 			fmt.Printf("%-14s %5d %10.1f %12.0f %14.1f %13s %11.1f\n", name, c, us(m.p50), m.throughput, us(m.cpu), stub, us(m.clientCPU))
 		}
 	}
-	limit := pythonGoalLimit(n)
+	limit := goals.PythonOverPytorch(n)
 	for _, c := range o.conc {
 		p, t := res["python-json"][c], res["pytorch-json"][c]
 		tr, tlo, thi := pairedRange(p, t, throughputRatio)

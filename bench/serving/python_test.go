@@ -85,16 +85,6 @@ func TestTotalCPURatio(t *testing.T) {
 	}
 }
 
-// TestPythonGoalLimit: bench/python's goalLimit, 200 us from four
-// instances on, 400 us below.
-func TestPythonGoalLimit(t *testing.T) {
-	for n, want := range map[int]time.Duration{1: 400 * time.Microsecond, 3: 400 * time.Microsecond, 4: 200 * time.Microsecond, 8: 200 * time.Microsecond} {
-		if got := pythonGoalLimit(n); got != want {
-			t.Errorf("%d instances: %v, want %v", n, got, want)
-		}
-	}
-}
-
 // TestInstanceCount sums the groups, a group without a count being one
 // instance, as Triton reads it.
 func TestInstanceCount(t *testing.T) {
