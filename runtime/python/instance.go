@@ -46,6 +46,11 @@ type Instance struct {
 	msg  []byte      // reused control frame buffer
 	spin *spinBudget // the backend's; nil: poll without limit
 
+	// sched is the backend's policy of stubs on auto; running is the
+	// stub it switches (read without mu, which a running batch holds).
+	sched   *stubSched
+	running atomic.Pointer[stubProc]
+
 	// unhealthy is why the instance cannot serve (its stub is gone and the
 	// last restart failed), nil while it can. Readiness reads it without
 	// mu, which a running batch holds.
@@ -105,10 +110,18 @@ type initReply struct {
 	Config json.RawMessage `json:"config"`
 }
 
+// warnSched logs a scheduling policy the stub could not be switched to:
+// it keeps the one it had, which costs speed, not answers.
+func (in *Instance) warnSched(err error) { in.log.Warn(err.Error()) }
+
 // start launches a stub and initializes the model in it. Callers hold mu
 // (or own the Instance exclusively, during load).
 func (in *Instance) start(ctx context.Context) error {
 	logLim := newLogLimit(in.set.logBytesPerSec)
+	batch := in.set.schedBatch
+	if in.set.schedAuto {
+		batch = in.sched.autoBatch()
+	}
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: in.env.Interpreter,
 		script:      in.script,
@@ -119,10 +132,14 @@ func (in *Instance) start(ctx context.Context) error {
 		stderr:      &lineLogger{log: in.log, limit: logLim},
 		timeout:     in.set.stubTimeout,
 		memoryBytes: in.set.memoryBytes,
-		schedBatch:  in.set.schedBatch,
+		schedBatch:  batch,
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)
+	}
+	if in.set.schedAuto {
+		in.running.Store(proc)
+		in.sched.settle(proc, batch, in.warnSched)
 	}
 	body, err := json.Marshal(map[string]any{
 		"op":         "init",
@@ -739,6 +756,7 @@ func appendJSONString(b []byte, s string) []byte {
 // memory. It returns finalize's error, if any.
 func (in *Instance) Close() error {
 	in.unload()
+	defer in.sched.leave(in, in.spec, in.warnSched) // last: once the stub is gone
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {

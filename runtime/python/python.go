@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -116,15 +117,17 @@ const (
 	KeyStubMemoryBytes = "stub-memory-bytes"
 	// KeyStubScheduling is the Linux scheduling policy of each stub's
 	// threads: "batch" (SCHED_BATCH), "normal" (SCHED_OTHER) or "auto",
-	// the default: batch when the model's instance groups ask for more
-	// instances than the machine has cores, else normal. Under SCHED_BATCH
+	// the default: batch while the loaded python models' instance groups
+	// together ask for more instances than the machine has cores, else
+	// normal; the stubs on auto are switched when a load or an unload
+	// crosses that line. Under SCHED_BATCH
 	// a stub that wakes with a batch does not preempt what runs on its
 	// CPU. With more stubs than cores (the report's four instances on two)
 	// that keeps stubs from preempting each other in the middle of
 	// batches: the p50 at 16 clients was 0.74-1.00 times that under
 	// SCHED_OTHER in eight alternated pairs. With one instance, eight
-	// pairs went either way (0.67-1.78 times, 1.07 at the median), so a
-	// model with no more instances than cores keeps the kernel's default
+	// pairs went either way (0.67-1.78 times, 1.07 at the median), so
+	// stubs no more than the cores keep the kernel's default
 	// (docs/performance.md).
 	// Processes model.py starts inherit the policy.
 	KeyStubScheduling = "stub-scheduling"
@@ -179,7 +182,8 @@ type Backend struct {
 	opts Options
 	envs envResolver
 
-	spin *spinBudget // who may poll, across every instance of this backend
+	spin  *spinBudget // who may poll, across every instance of this backend
+	sched *stubSched  // the policy of stubs on stub-scheduling=auto, across every model
 
 	metrics *CustomMetrics // pb_utils.MetricFamily's, exported by Collector
 
@@ -211,6 +215,7 @@ func New(opts Options) *Backend {
 	b := &Backend{
 		opts:    opts,
 		spin:    defaultSpinBudget(),
+		sched:   newStubSched(runtime.NumCPU()),
 		scripts: map[string]string{},
 		probes:  map[probeKey]interpreterInfo{},
 		metrics: newCustomMetrics(),
@@ -241,7 +246,8 @@ type settings struct {
 	poll              time.Duration // 0: none
 	logBytesPerSec    int64         // 0: none
 	memoryBytes       int64         // 0: none
-	schedBatch        bool          // stubs run SCHED_BATCH (KeyStubScheduling)
+	schedAuto         bool          // stub-scheduling=auto: stubSched decides
+	schedBatch        bool          // otherwise: stubs run SCHED_BATCH (KeyStubScheduling)
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -257,7 +263,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		envCacheMaxBytes:  DefaultEnvCacheMaxBytes,
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 		logBytesPerSec:    DefaultLogBytesPerSec,
-		schedBatch:        instanceCount(spec) > int(b.spin.cores),
+		schedAuto:         true,
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -338,10 +344,11 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		case KeyStubScheduling:
 			switch v {
 			case "batch":
-				s.schedBatch = true
+				s.schedAuto, s.schedBatch = false, true
 			case "normal":
-				s.schedBatch = false
-			case "auto": // as set above
+				s.schedAuto, s.schedBatch = false, false
+			case "auto":
+				s.schedAuto = true
 			default:
 				err = fmt.Errorf("backend config python,%s=%q: want auto, batch or normal", k, v)
 			}
@@ -455,6 +462,7 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		log:       b.opts.Logger.With("model", spec.Name, "version", spec.Version, "instance", idx),
 		verbose:   b.opts.Verbose,
 		spin:      b.spin,
+		sched:     b.sched,
 		server:    b.currentServer,
 		metrics:   b.metrics,
 	}
@@ -468,7 +476,9 @@ func (b *Backend) newInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		env.Release()
 		return nil, err
 	}
+	b.sched.join(inst, spec, set.schedAuto, inst.warnSched)
 	if err := inst.start(ctx); err != nil {
+		b.sched.leave(inst, spec, inst.warnSched)
 		inst.unload()
 		env.Release()
 		return nil, errors.Join(err, inst.shm.close())

@@ -114,6 +114,51 @@ func TestStubScheduling(t *testing.T) {
 	}
 }
 
+// TestStubSchedulingAcrossModels: auto counts the instances every loaded
+// python model asks for. On two cores a model of one instance runs
+// SCHED_OTHER alone, is switched to SCHED_BATCH (its model's thread and
+// child too) once a second model of two instances loads, and back once
+// that model unloads; a model on normal stays on it throughout.
+func TestStubSchedulingAcrossModels(t *testing.T) {
+	requirePython(t)
+	const other, batch = 0, 3 // SCHED_OTHER, SCHED_BATCH
+	b, _ := newTestBackend(t, Options{})
+	b.sched = newStubSched(2)
+	model := func(name string, instances int, setting string) *backend.ModelSpec {
+		spec := probeSpec(t, 8)
+		spec.Name = name
+		spec.ConfigJSON = fmt.Appendf(nil, `{"name":%q,"backend":"python","max_batch_size":8,"instance_group":[{"kind":"KIND_CPU","count":%d}]}`, name, instances)
+		if setting != "" {
+			spec.BackendConfig[KeyStubScheduling] = setting
+		}
+		writeFile(t, spec.VersionDir+"/model.py", threadModel)
+		return spec
+	}
+	expect := func(when string, inst *Instance, want int) {
+		t.Helper()
+		got := schedPolicies(t, inst.PID())
+		if len(got) < 3 { // the stub's main thread, the model's thread, the sleep child
+			t.Fatalf("%s: found only %v", when, got)
+		}
+		for task, policy := range got {
+			if policy != want {
+				t.Errorf("%s: %s of %q has policy %d, want %d", when, task, inst.spec.Name, policy, want)
+			}
+		}
+	}
+	a := load(t, b, model("a", 1, ""), 0)
+	pinned := load(t, b, model("pinned", 1, "normal"), 0)
+	expect("one instance of auto on two cores", a, other)
+	big := model("b", 2, "")
+	b0 := load(t, b, big, 0)
+	expect("a second model asking for two more", a, batch)
+	expect("a second model asking for two more", b0, batch)
+	expect("a second model asking for two more", pinned, other)
+	b0.Close()
+	expect("the second model unloaded", a, other)
+	expect("the second model unloaded", pinned, other)
+}
+
 func TestInstanceCount(t *testing.T) {
 	for _, c := range []struct {
 		config string
