@@ -147,9 +147,11 @@ type job struct {
 type Scheduler struct {
 	cfg       Config
 	preferred map[int]bool // preferred batch sizes; nil without dynamic batching
-	// growRows is the most rows a batch waiting for rate limiter
-	// resources grows to (awaitResources).
-	growRows int
+	// topRows is the size at which a dynamic batch closes at once: the
+	// largest preferred batch size, max_batch_size without preferred
+	// sizes. As under Triton, a batch does not grow past it, and a
+	// request that would carry it past starts the next batch.
+	topRows int
 	// levels are the priority levels' queues (one without priorities);
 	// wake, with several levels only, tells a waiting worker that a
 	// level has work.
@@ -273,9 +275,9 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 	}
 	if cfg.Dynamic != nil && cfg.MaxBatchSize > 0 {
 		s.preferred = map[int]bool{}
-		s.growRows = cfg.MaxBatchSize
+		s.topRows = cfg.MaxBatchSize
 		if len(cfg.Dynamic.PreferredBatchSizes) > 0 {
-			s.growRows = slices.Max(cfg.Dynamic.PreferredBatchSizes)
+			s.topRows = slices.Max(cfg.Dynamic.PreferredBatchSizes)
 		}
 		for _, p := range cfg.Dynamic.PreferredBatchSizes {
 			if p < 1 || p > cfg.MaxBatchSize {
@@ -699,7 +701,7 @@ func (s *Scheduler) notify() {
 			continue
 		}
 		gathering = true
-		if r := int(g + q); r >= s.cfg.MaxBatchSize || s.preferred[r] {
+		if r := int(g + q); r >= s.topRows || s.preferred[r] {
 			select {
 			case s.gatherWake[i] <- struct{}{}:
 			default: // already woken
@@ -796,10 +798,10 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		}
 		batch = append(batch[:0], first)
 		rows := first.rows
-		if s.preferred != nil && rows < maxRows {
+		if s.preferred != nil && rows < s.topRows {
 			deadline := first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
 		gather:
-			for rows < maxRows {
+			for rows < s.topRows {
 				j := s.tryPop()
 				if j == nil {
 					// Queue empty: a preferred size or an expired delay ends
@@ -826,7 +828,7 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 				if !s.take(j) {
 					continue
 				}
-				if rows+j.rows > maxRows || !s.sameShapes(first.req, j.req) {
+				if rows+j.rows > s.topRows || !s.sameShapes(first.req, j.req) {
 					carry = j
 					break gather
 				}
@@ -900,7 +902,7 @@ func (s *Scheduler) awaitResources(i int, t *Ticket, batch []*job, rows int) ([]
 	if !t.acquire(s.execCtx) {
 		return batch, rows, nil, false
 	}
-	for rows < s.growRows {
+	for rows < s.topRows {
 		j := s.tryPop()
 		if j == nil {
 			break
@@ -908,7 +910,7 @@ func (s *Scheduler) awaitResources(i int, t *Ticket, batch []*job, rows int) ([]
 		if !s.take(j) {
 			continue
 		}
-		if rows+j.rows > s.growRows || !s.sameShapes(batch[0].req, j.req) {
+		if rows+j.rows > s.topRows || !s.sameShapes(batch[0].req, j.req) {
 			return batch, rows, j, true
 		}
 		batch = append(batch, j)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -750,5 +751,63 @@ func TestTimeoutAtDispatchLeavesTheJobToItsCaller(t *testing.T) {
 	st := s.Stats()
 	if b := be.Batches("td"); len(b) != rounds || st.InferenceCount != rounds {
 		t.Fatalf("batches %v, inference count %d: want %d batches of the first request's row", b, st.InferenceCount, rounds)
+	}
+}
+
+// TestBatchClosesAtTheLargestPreferredSize: as under Triton, a batch does
+// not grow past its largest preferred size: a request that would carry it
+// past (here 3 rows gathering, then 2, preferred 4, max 8) closes it at
+// once instead of joining and waiting out the delay, and starts the next
+// batch, which a third request of 2 then fills to 4.
+func TestBatchClosesAtTheLargestPreferredSize(t *testing.T) {
+	for _, lazy := range []bool{true, false} {
+		dyn := Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: 30 * time.Second}
+		if !lazy {
+			// Two priority levels take the batcher out of lazy mode.
+			dyn.Levels, dyn.DefaultLevel = []QueuePolicy{{}, {}}, 1
+		}
+		s, err := New(context.Background(), fake.New(), linearSpec("p", 8, nil), Config{Name: "p", MaxBatchSize: 8, Instances: 1, Dynamic: &dyn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(rows int) chan error {
+			done := make(chan error, 1)
+			go func() {
+				resp, err := s.Infer(context.Background(), rowsRequest(rows, 1))
+				if err == nil {
+					err = resp.Err
+				}
+				done <- err
+			}()
+			return done
+		}
+		// The sleeps order the requests; the answers do not depend on
+		// how long each took to arrive.
+		a := send(3)
+		time.Sleep(20 * time.Millisecond)
+		b := send(2)
+		time.Sleep(20 * time.Millisecond)
+		c := send(2)
+		timeout := time.After(10 * time.Second)
+		for name, done := range map[string]chan error{"a (3 rows)": a, "b (2 rows)": b, "c (2 rows)": c} {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-timeout:
+				t.Fatalf("lazy %v: %s not answered in 10 s: the batch grew past its largest preferred size and waits out its 30 s delay", lazy, name)
+			}
+		}
+		var sizes []int
+		for _, st := range s.Stats().Batches {
+			for range st.ComputeInfer.Count {
+				sizes = append(sizes, st.BatchSize)
+			}
+		}
+		if !slices.Equal(sizes, []int{3, 4}) {
+			t.Errorf("lazy %v: batches of %v rows, want [3 4]", lazy, sizes)
+		}
+		s.Close(context.Background())
 	}
 }
