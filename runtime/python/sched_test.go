@@ -3,11 +3,14 @@ package python
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
@@ -157,6 +160,43 @@ func TestStubSchedulingAcrossModels(t *testing.T) {
 	b0.Close()
 	expect("the second model unloaded", a, other)
 	expect("the second model unloaded", pinned, other)
+}
+
+// TestSetGroupPolicy switches every thread of a process group, a child
+// of its leader included, and back, with no python involved.
+func TestSetGroupPolicy(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	for len(schedPolicies(t, pid)) < 2 { // sh and its sleep
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		batch bool
+		want  int
+	}{{true, 3}, {false, 0}} {
+		if err := setGroupPolicy(pid, c.batch); err != nil {
+			t.Fatal(err)
+		}
+		for task, policy := range schedPolicies(t, pid) {
+			if policy != c.want {
+				t.Errorf("batch %v: %s has policy %d, want %d", c.batch, task, policy, c.want)
+			}
+		}
+	}
+	if g := processGroup(pid); g != pid {
+		t.Errorf("processGroup(%d) = %d, want the leader's own pid", pid, g)
+	}
+	if g := processGroup(1 << 30); g != -1 {
+		t.Errorf("processGroup of no process = %d, want -1", g)
+	}
 }
 
 func TestInstanceCount(t *testing.T) {
