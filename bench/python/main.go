@@ -85,7 +85,8 @@ func main() {
 	unbatched := flag.Bool("unbatched", true, "measure one request per Execute as well (false: only the batched rows the goals use, e.g. to profile them)")
 	py := flag.String("python", "/usr/bin/python3", "interpreter with torch and numpy")
 	pollUs := flag.Int("poll-us", 0, "python backend poll-microseconds (0: the backend's default, negative: off)")
-	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository")
+	seed := flag.String("seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository (or another simple_linear of the same tensors, e.g. bench/python/testdata/batched-forward)")
+	makeModel := flag.String("make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
@@ -97,7 +98,7 @@ func main() {
 	if *slots < 0 {
 		log.Fatalf("-exec-slots %d: want 0 (off) or a positive count", *slots)
 	}
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, time.Duration(*pollUs)*time.Microsecond, *sched, *batching == "config", *slots)
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, *makeModel, time.Duration(*pollUs)*time.Microsecond, *sched, *batching == "config", *slots)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -115,7 +116,7 @@ type result struct {
 	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed string, poll time.Duration, sched string, configBatching bool, slots int) (int, error) {
+func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed, makeModel string, poll time.Duration, sched string, configBatching bool, slots int) (int, error) {
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -138,7 +139,6 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			return 0, err
 		}
 	}
-	makeModel := filepath.Join(filepath.Dir(seed), "make_model.py")
 	if out, err := exec.Command(py, makeModel, filepath.Join(modelDir, "1", "model.pt")).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("make_model.py: %w\n%s", err, out)
 	}

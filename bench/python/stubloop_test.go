@@ -23,6 +23,9 @@ func TestStubLoopTimesTheGivenModel(t *testing.T) {
 	if _, err := stubLoop(py, bad, []int{1}); err == nil || !strings.Contains(err.Error(), "did not answer the frame with outputs") {
 		t.Fatalf("a model.py that raises in execute: want the loop refused, got %v", err)
 	}
+	if _, err := stubLoop(py, filepath.Join(t.TempDir(), "none.py"), []int{1}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("a model.py that does not exist: want it named, got %v", err)
+	}
 	report := filepath.Join("runtime", "python", "testdata", "seed-model-repository-batched", "simple_linear", "1", "model.py")
 	loop, err := stubLoop(py, report, []int{1})
 	if err != nil || loop[1] <= 0 {
