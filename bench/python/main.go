@@ -270,6 +270,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 
 	fmt.Printf("simple_linear, one-row requests, %d instance(s) per backend, %d requests x %d rounds per row (medians of rounds)\n",
 		instances, requests, rounds)
+	fmt.Printf("machine: %s\n", machine.WakeUps())
 	how := "greedy (no queue delay)"
 	if configBatching {
 		how = fmt.Sprintf("the seed config's: preferred sizes %v, queue delay %v", batched.PreferredBatchSizes, batched.MaxQueueDelay)

@@ -609,6 +609,7 @@ func run(o options) (int, error) {
 	}
 	ctx := context.Background()
 	load0 := machine.LoadAvg()
+	wake := machine.WakeUps()
 	dir, err := os.MkdirTemp("", "servingbench")
 	if err != nil {
 		return 0, err
@@ -781,6 +782,7 @@ func run(o options) (int, error) {
 	after := batchInfer(model.Scheduler.Stats())
 	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, %d rounds x %v, payload %d B JSON / %d B binary, load %s at start\n",
 		o.backend, o.instances, o.maxBatch, o.rounds, o.duration, len(jsonBody), len(binBody), load0)
+	fmt.Printf("machine: %s\n", wake)
 	for _, c := range o.conc {
 		cfg := o.delayUs
 		pref := o.preferred

@@ -237,6 +237,7 @@ func runPython(o options) error {
 	}
 	ctx := context.Background()
 	load0 := machine.LoadAvg()
+	wake := machine.WakeUps()
 	dir, err := os.MkdirTemp("", "servingbench")
 	if err != nil {
 		return err
@@ -304,7 +305,7 @@ func runPython(o options) error {
 			}
 		}
 	}
-	printPython(o, seed, res, load0)
+	printPython(o, seed, res, load0, wake)
 	printSchedulers(pyModel, ptModel)
 	fmt.Printf("\nload average: %s at start, %s at end\n", load0, machine.LoadAvg())
 	return nil
@@ -338,7 +339,7 @@ func warmUp(client *http.Client, cases []servedCase, levels []int) error {
 
 // printPython prints -backend python's table, each level's pair figures
 // and, beside them, issue 18's python goal as a reference.
-func printPython(o options, seed *modelconfig.ModelConfig, res map[string]map[int][]result, load0 string) {
+func printPython(o options, seed *modelconfig.ModelConfig, res map[string]map[int][]result, load0, wake string) {
 	n := instanceCount(seed)
 	db := seed.GetDynamicBatching()
 	fmt.Printf("servingbench: backend python: %s (model.py, %s) beside %s (pytorch backend, the same model.pt), one HTTP frontend;\n", pythonModel, o.seed, pythonPeer)
@@ -346,6 +347,7 @@ func printPython(o options, seed *modelconfig.ModelConfig, res map[string]map[in
 		n, seed.GetMaxBatchSize(), db.GetPreferredBatchSize(), db.GetMaxQueueDelayMicroseconds())
 	fmt.Printf("wrk -t1/2 (Lua script), one-row JSON, %d rounds x %v, the two alternated every round (reversed on odd ones); load %s at start\n",
 		o.rounds, o.duration, load0)
+	fmt.Printf("machine: %s\n", wake)
 	fmt.Printf("medians of rounds; server CPU: this process's; stubs: the python instances' processes\n")
 	fmt.Printf("%-14s %5s %10s %12s %14s %13s %11s\n", "case", "conc", "p50 us", "req/s", "server us/req", "stubs us/req", "wrk us/req")
 	for _, c := range o.conc {

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -64,13 +63,13 @@ func run(trips, rounds int) error {
 	if trips < 1 || rounds < 1 {
 		return fmt.Errorf("-trips %d and -rounds %d must both be at least 1", trips, rounds)
 	}
-	cpus, err := twoCPUs()
+	cpus, err := machine.TwoCPUs()
 	if err != nil {
 		return err
 	}
 	cases := []benchCase{
-		{"pipe-same", func(n int) error { return pipePingPong(n, cpus[0], cpus[0]) }},
-		{"pipe-cross", func(n int) error { return pipePingPong(n, cpus[0], cpus[1]) }},
+		{"pipe-same", func(n int) error { return machine.PipePingPong(n, cpus[0], cpus[0]) }},
+		{"pipe-cross", func(n int) error { return machine.PipePingPong(n, cpus[0], cpus[1]) }},
 		{"chan-1p", func(n int) error { return chanPingPong(n, 1) }},
 		{"chan-2p", func(n int) error { return chanPingPong(n, 2) }},
 	}
@@ -146,105 +145,6 @@ func summarize(ss []sample) (med sample, lo, hi time.Duration) {
 	return sample{wall: walls[len(ss)/2], cpu: cpus[len(ss)/2], vcsw: vcsws[len(ss)/2]}, walls[0], walls[len(ss)-1]
 }
 
-// twoCPUs returns two CPUs this process may run on, the first two of its
-// affinity mask.
-func twoCPUs() ([2]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return [2]int{}, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var got []int
-	for c := 0; c < 1024 && len(got) < 2; c++ {
-		if set.IsSet(c) {
-			got = append(got, c)
-		}
-	}
-	if len(got) < 2 {
-		return [2]int{}, errors.New("this process may run on only one CPU: a wake-up across cores cannot be measured")
-	}
-	return [2]int{got[0], got[1]}, nil
-}
-
-// pinThread locks the calling goroutine to its OS thread and that thread
-// to cpu. The goroutine must exit still locked: the runtime then ends the
-// thread, so no pinned thread goes back to run other goroutines.
-func pinThread(cpu int) error {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin a thread to CPU %d: %w", cpu, err)
-	}
-	return nil
-}
-
-// pipePingPong bounces a byte trips times between a thread on cpuA and
-// one on cpuB, each blocking in read(2) until the other writes.
-func pipePingPong(trips, cpuA, cpuB int) error {
-	var ab, ba [2]int
-	if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
-		return fmt.Errorf("pipe: %w", err)
-	}
-	if err := unix.Pipe2(ba[:], unix.O_CLOEXEC); err != nil {
-		_ = unix.Close(ab[0])
-		_ = unix.Close(ab[1])
-		return fmt.Errorf("pipe: %w", err)
-	}
-	// Each side closes its write end when it returns, so that a side
-	// that fails ends the other's read (EOF) rather than leaving it
-	// blocked; the read ends are closed once both have returned.
-	echoed := make(chan error, 1)
-	go func() {
-		defer unix.Close(ba[1])
-		echoed <- echo(cpuB, ab[0], ba[1], trips)
-	}()
-	pinged := make(chan error, 1)
-	go func() {
-		defer unix.Close(ab[1])
-		pinged <- ping(cpuA, ab[1], ba[0], trips)
-	}()
-	err := errors.Join(<-pinged, <-echoed)
-	_ = unix.Close(ab[0])
-	_ = unix.Close(ba[0])
-	return err
-}
-
-// ping writes a byte to w and reads the answer from r, trips times, on a
-// thread pinned to cpu.
-func ping(cpu, w, r, trips int) error {
-	if err := pinThread(cpu); err != nil {
-		return err
-	}
-	b := []byte{1}
-	for range trips {
-		if _, err := unix.Write(w, b); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		if err := readByte(r, b, "the answer"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// echo reads a byte from r and writes it back to w, trips times, on a
-// thread pinned to cpu.
-func echo(cpu, r, w, trips int) error {
-	if err := pinThread(cpu); err != nil {
-		return err
-	}
-	b := []byte{0}
-	for range trips {
-		if err := readByte(r, b, "the message"); err != nil {
-			return err
-		}
-		if _, err := unix.Write(w, b); err != nil {
-			return fmt.Errorf("write the answer: %w", err)
-		}
-	}
-	return nil
-}
-
 // chanPingPong bounces a value trips times between two goroutines over
 // unbuffered channels with procs Ps, restoring GOMAXPROCS afterwards.
 func chanPingPong(trips, procs int) error {
@@ -275,17 +175,4 @@ func ratio(a, b time.Duration) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
-}
-
-// readByte reads one byte into b; a closed write end (the other side
-// failed) reads as end of file.
-func readByte(fd int, b []byte, what string) error {
-	n, err := unix.Read(fd, b)
-	switch {
-	case err != nil:
-		return fmt.Errorf("read %s: %w", what, err)
-	case n != 1:
-		return fmt.Errorf("read %s: end of file, the other side stopped", what)
-	}
-	return nil
 }

@@ -1,5 +1,6 @@
-// Package machine reports what the benchmark machine is doing, so that
-// every recorded figure carries the load it was measured under.
+// Package machine reports what the benchmark machine is doing and what
+// it is like, so that every recorded figure carries the load it was
+// measured under and the price of a wake-up there.
 package machine
 
 import (
