@@ -28,12 +28,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tritonbuild/tritonbuild/bench/internal/machine"
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 )
 
 func main() {
@@ -133,16 +133,16 @@ func cpuTime(r *unix.Rusage) time.Duration {
 
 // summarize returns the per-field medians of ss and the range of wall.
 func summarize(ss []sample) (med sample, lo, hi time.Duration) {
-	walls := make([]time.Duration, len(ss))
-	cpus := make([]time.Duration, len(ss))
-	vcsws := make([]float64, len(ss))
-	for i, s := range ss {
-		walls[i], cpus[i], vcsws[i] = s.wall, s.cpu, s.vcsw
+	med = sample{
+		wall: sweep.Median(ss, func(s sample) time.Duration { return s.wall }),
+		cpu:  sweep.Median(ss, func(s sample) time.Duration { return s.cpu }),
+		vcsw: sweep.Median(ss, func(s sample) float64 { return s.vcsw }),
 	}
-	slices.Sort(walls)
-	slices.Sort(cpus)
-	slices.Sort(vcsws)
-	return sample{wall: walls[len(ss)/2], cpu: cpus[len(ss)/2], vcsw: vcsws[len(ss)/2]}, walls[0], walls[len(ss)-1]
+	lo, hi = ss[0].wall, ss[0].wall
+	for _, s := range ss {
+		lo, hi = min(lo, s.wall), max(hi, s.wall)
+	}
+	return med, lo, hi
 }
 
 // chanPingPong bounces a value trips times between two goroutines over

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 )
 
 // TwoCPUs returns two CPUs this process may run on, the first two of its
@@ -60,12 +61,12 @@ func PipePingPong(trips, cpuA, cpuB int) error {
 	echoed := make(chan error, 1)
 	go func() {
 		defer unix.Close(ba[1])
-		echoed <- echo(cpuB, ab[0], ba[1], trips)
+		echoed <- bounce(cpuB, ab[0], ba[1], trips, false)
 	}()
 	pinged := make(chan error, 1)
 	go func() {
 		defer unix.Close(ab[1])
-		pinged <- ping(cpuA, ab[1], ba[0], trips)
+		pinged <- bounce(cpuA, ba[0], ab[1], trips, true)
 	}()
 	err := errors.Join(<-pinged, <-echoed)
 	_ = unix.Close(ab[0])
@@ -73,51 +74,29 @@ func PipePingPong(trips, cpuA, cpuB int) error {
 	return err
 }
 
-// ping writes a byte to w and reads the answer from r, trips times, on a
-// thread pinned to cpu.
-func ping(cpu, w, r, trips int) error {
+// bounce passes a byte back and forth over r and w, trips times, on a
+// thread pinned to cpu; the side that starts writes first, the other
+// answers what it reads.
+func bounce(cpu, r, w, trips int, starts bool) error {
 	if err := pinThread(cpu); err != nil {
 		return err
 	}
 	b := []byte{1}
-	for range trips {
-		if _, err := unix.Write(w, b); err != nil {
-			return fmt.Errorf("write: %w", err)
+	for i := range 2 * trips {
+		if (i%2 == 0) == starts {
+			if _, err := unix.Write(w, b); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			continue
 		}
-		if err := readByte(r, b, "the answer"); err != nil {
-			return err
+		n, err := unix.Read(r, b)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read: %w", err)
+		case n != 1:
+			// The other side closed its write end: it failed.
+			return errors.New("read: end of file, the other side stopped")
 		}
-	}
-	return nil
-}
-
-// echo reads a byte from r and writes it back to w, trips times, on a
-// thread pinned to cpu.
-func echo(cpu, r, w, trips int) error {
-	if err := pinThread(cpu); err != nil {
-		return err
-	}
-	b := []byte{0}
-	for range trips {
-		if err := readByte(r, b, "the message"); err != nil {
-			return err
-		}
-		if _, err := unix.Write(w, b); err != nil {
-			return fmt.Errorf("write the answer: %w", err)
-		}
-	}
-	return nil
-}
-
-// readByte reads one byte into b; a closed write end (the other side
-// failed) reads as end of file.
-func readByte(fd int, b []byte, what string) error {
-	n, err := unix.Read(fd, b)
-	switch {
-	case err != nil:
-		return fmt.Errorf("read %s: %w", what, err)
-	case n != 1:
-		return fmt.Errorf("read %s: end of file, the other side stopped", what)
 	}
 	return nil
 }
@@ -155,9 +134,8 @@ func MeasureWakeUps(trips, rounds int) (WakeUpCost, error) {
 			*c.to = append(*c.to, time.Since(start)/time.Duration(trips))
 		}
 	}
-	slices.Sort(same)
-	slices.Sort(cross)
-	return WakeUpCost{Same: same[len(same)/2], Cross: cross[len(cross)/2]}, nil
+	self := func(d time.Duration) time.Duration { return d }
+	return WakeUpCost{Same: sweep.Median(same, self), Cross: sweep.Median(cross, self)}, nil
 }
 
 // String is the one line benchmarks print.
