@@ -90,13 +90,15 @@ func (l Limits) NewHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// Listener bounds the connections accepted from ln at once.
+// Listener bounds the connections accepted from ln at once, and gives
+// them read deadlines that reach the socket only when a read runs under
+// them (lazyListener): the timeouts above cost a timer each otherwise.
 func (l Limits) Listener(ln net.Listener) net.Listener {
 	l = l.withDefaults()
-	if l.MaxConnections < 0 {
-		return ln
+	if l.MaxConnections >= 0 {
+		ln = netutil.LimitListener(ln, l.MaxConnections)
 	}
-	return netutil.LimitListener(ln, l.MaxConnections)
+	return lazyListener{ln}
 }
 
 // positive maps a turned-off (negative) duration to net/http's "none".
