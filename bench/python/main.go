@@ -70,6 +70,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 	"github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/python"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -91,7 +92,17 @@ func main() {
 	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
 	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
+	heapFloor := flag.Int64("gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
 	flag.Parse()
+	if *heapFloor < 0 {
+		log.Fatalf("-gc-heap-floor %d: must not be negative", *heapFloor)
+	}
+	// The server in this process paces its collector as tritonserver does.
+	if floor, why := heapfloor.Start(uint64(*heapFloor)); floor == nil {
+		fmt.Printf("collector: %s\n", why)
+	} else {
+		fmt.Printf("collector: Go heap floor %d MiB\n", *heapFloor>>20)
+	}
 	if *batching != "greedy" && *batching != "config" {
 		log.Fatalf("-batching %q: want greedy or config", *batching)
 	}

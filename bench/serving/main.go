@@ -96,6 +96,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/bench/internal/sweep"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
+	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
@@ -128,6 +129,8 @@ type options struct {
 	seed        string
 	external    bool
 	goals       bool
+	heapFloor   int64
+	gcNote      string // how the collector paces, for the header
 	// cases, when not empty, are the only in-process cases run (by name).
 	cases map[string]bool
 }
@@ -158,6 +161,7 @@ func main() {
 	flag.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client): one outside client for both gRPC and HTTP binary")
 	flag.StringVar(&o.seed, "seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository, which -backend python serves")
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
+	flag.Int64Var(&o.heapFloor, "gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
 	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
 	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk and h2load cases of the same names, and fastapi-json the FastAPI peer; triton-grpc selects ghz too; goals whose cases did not run are not checked)")
 	flag.Parse()
@@ -169,6 +173,17 @@ func main() {
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.heapFloor < 0 {
+		fmt.Fprintln(os.Stderr, "servingbench: -gc-heap-floor must not be negative")
+		os.Exit(2)
+	}
+	// The floor and the server share this process, and its collector, as
+	// tritonserver's does.
+	floor, why := heapfloor.Start(uint64(o.heapFloor))
+	o.gcNote = fmt.Sprintf("Go heap floor %d MiB", o.heapFloor>>20)
+	if floor == nil {
+		o.gcNote = why
+	}
 	var err error
 	if o.conc, err = sweep.Levels(concurrencyFor(o.backend, conc, set["concurrency"])); err != nil {
 		fmt.Fprintln(os.Stderr, "servingbench: -concurrency:", err)
@@ -783,6 +798,7 @@ func run(o options) (int, error) {
 	fmt.Printf("servingbench: backend %s, %d instances, max_batch_size %d, %d rounds x %v, payload %d B JSON / %d B binary, load %s at start\n",
 		o.backend, o.instances, o.maxBatch, o.rounds, o.duration, len(jsonBody), len(binBody), load0)
 	fmt.Printf("machine: %s\n", wake)
+	fmt.Printf("collector: %s\n", o.gcNote)
 	for _, c := range o.conc {
 		cfg := o.delayUs
 		pref := o.preferred

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/access"
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
+	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
@@ -59,6 +60,7 @@ type config struct {
 	pollSecs          int
 	loadModels        []string
 	cacheSize         int64 // --cache-config local,size=N; 0: no response cache
+	gcHeapFloor       int64 // --gc-heap-floor-byte-size; 0: Go's default pacing
 	rateLimit         string
 	rateResources     []string
 
@@ -455,6 +457,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	c.metrics = metrics.DefaultConfig()
 	fs.Var(funcFlag(c.metrics.Apply), "metrics-config", "metrics setting <setting>=<value>: counter_latencies, summary_latencies, summary_quantiles=<q>:<err>,..., histogram_latencies (repeatable)")
 	intervalMs := fs.Float64("metrics-interval-ms", 2000, "milliseconds between samples of the per-interval metrics (CPU utilization and memory)")
+	fs.Int64Var(&c.gcHeapFloor, "gc-heap-floor-byte-size", heapfloor.DefaultBytes, "heap size below which the Go collector does not start a cycle; above twice it, GOGC=100 pacing (0: GOGC=100 pacing throughout; ignored when GOGC is set)")
 	fs.Int64Var(&c.metrics.PinnedPoolBytes, "pinned-memory-pool-byte-size", 1<<28, "size reported by nv_pinned_memory_pool_total_bytes; this CPU-only server keeps no pinned pool")
 	fs.Usage = func() {}
 	if err := fs.Parse(splitBoolArgs(fs, args)); err != nil {
@@ -545,6 +548,9 @@ func (c *config) validate() error {
 	}
 	if c.bufferThreads < 0 {
 		return fmt.Errorf("--buffer-manager-thread-count must not be negative, got %d", c.bufferThreads)
+	}
+	if c.gcHeapFloor < 0 {
+		return fmt.Errorf("--gc-heap-floor-byte-size must not be negative, got %d", c.gcHeapFloor)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/health"
+	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
 	"github.com/tritonbuild/tritonbuild/runtime/logging"
 	"github.com/tritonbuild/tritonbuild/runtime/metrics"
@@ -71,6 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := log.Logger()
+	floor, why := heapfloor.Start(uint64(cfg.gcHeapFloor))
+	defer floor.Stop()
+	if floor == nil && cfg.gcHeapFloor > 0 {
+		logger.Info("--gc-heap-floor-byte-size not applied", "reason", why)
+	}
 	if cfg.backendDirectory != "" {
 		logger.Info("backends are built into this server; --backend-directory is not searched", "backend-directory", cfg.backendDirectory)
 	}

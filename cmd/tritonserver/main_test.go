@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 )
 
 func TestFlags(t *testing.T) {
@@ -33,6 +35,7 @@ func TestFlags(t *testing.T) {
 		{"--model-repository=/x", "--backend-config=novalue"},
 		{"--model-repository=/x", "--http-port=70000"},
 		{"--model-repository=/x", "--http-max-input-size=0"},
+		{"--model-repository=/x", "--gc-heap-floor-byte-size=-1"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v: want an error", args)
@@ -47,7 +50,8 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Join(c.repositories, ",") != "/a,/b" || c.httpPort != 9000 || c.allowGRPC || !c.allowHTTP || c.exitTimeout != 5*time.Second ||
-		c.id != "mine" || !c.strictModelConfig || c.metricsPort != 8002 || c.grpcPort != 8001 || c.httpMaxInputSize != 64<<20 {
+		c.id != "mine" || !c.strictModelConfig || c.metricsPort != 8002 || c.grpcPort != 8001 || c.httpMaxInputSize != 64<<20 ||
+		c.gcHeapFloor != heapfloor.DefaultBytes {
 		t.Errorf("parsed: %+v", c)
 	}
 	py := c.settingsFor("python")
