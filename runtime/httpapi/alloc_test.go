@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,11 +39,19 @@ func (w *discardWriter) status() int                     { return max(w.code, ht
 // the writer it answers into; request, body and writer are reused, so
 // that counting allocations counts only the server's.
 func binaryInfer(t testing.TB, h http.Handler, model string) (func(), *discardWriter) {
+	return binaryInferWith(t, h, model, nil)
+}
+
+// binaryInferWith is binaryInfer with extra request headers.
+func binaryInferWith(t testing.TB, h http.Handler, model string, hdr map[string]string) (func(), *discardWriter) {
 	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
 	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
 	req := httptest.NewRequest("POST", "/v2/models/"+model+"/infer", nil)
 	req.Header.Set(HeaderLength, strconv.Itoa(len(j)))
 	req.Header.Set("Content-Type", "application/octet-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	req.ContentLength = int64(len(body))
 	rd := bytes.NewReader(body)
 	rc := io.NopCloser(rd)
@@ -141,4 +150,32 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestCompressedResponseBytes bounds what a response compressed for a
+// client that accepts gzip or deflate allocates: the writers are reused,
+// where a new one each time set up about 800 KB of deflate state per
+// response (Go's HTTP client accepts gzip unless told otherwise).
+func TestCompressedResponseBytes(t *testing.T) {
+	testenv.SkipAllocCountUnderRace(t)
+	h := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0).srv.Config.Handler
+	for _, enc := range []string{"gzip", "deflate"} {
+		run, w := binaryInferWith(t, h, "linear", map[string]string{"Accept-Encoding": enc})
+		run()
+		if got := w.h.Get("Content-Encoding"); got != enc {
+			t.Fatalf("Accept-Encoding %s: Content-Encoding %q", enc, got)
+		}
+		const n = 200
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range n {
+			run()
+		}
+		runtime.ReadMemStats(&m1)
+		per := (m1.TotalAlloc - m0.TotalAlloc) / n
+		t.Logf("%s: %d bytes allocated per response", enc, per)
+		if per > 32<<10 {
+			t.Errorf("a %s response allocates %d bytes, want at most 32 KiB", enc, per)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // gunzip decodes a gzip request body. The caller bounds what is read from
@@ -72,25 +73,55 @@ func responseEncoding(r *http.Request) string {
 	return ""
 }
 
+// compressors keeps gzip and zlib writers for reuse: a new one sets up
+// about 800 KB of deflate state, which per response was most of what the
+// server allocated for clients that accept gzip (Go's net/http client
+// asks for it by default) and made the collector run every few
+// milliseconds under load. Reset keeps that state; the pools drop writers
+// over collections as sync.Pool does.
+type compressors struct {
+	gzip, zlib sync.Pool
+}
+
 // writeCompressed sends the parts of a response body compressed with enc,
 // setting Content-Encoding and the compressed Content-Length (headers the
 // caller set, Inference-Header-Content-Length among them, keep describing
 // the uncompressed body, as Triton's clients read it after inflating).
-func writeCompressed(w http.ResponseWriter, enc string, parts ...[]byte) {
+func (c *compressors) writeCompressed(w http.ResponseWriter, enc string, parts ...[]byte) {
 	var buf bytes.Buffer
-	var zw io.WriteCloser
 	if enc == "gzip" {
-		zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		zw, _ := c.gzip.Get().(*gzip.Writer)
+		if zw == nil {
+			zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		} else {
+			zw.Reset(&buf)
+		}
+		writeAll(zw, parts)
+		zw.Reset(io.Discard) // pin no response body while pooled
+		c.gzip.Put(zw)
 	} else {
-		zw, _ = zlib.NewWriterLevel(&buf, zlib.BestSpeed)
+		zw, _ := c.zlib.Get().(*zlib.Writer)
+		if zw == nil {
+			zw, _ = zlib.NewWriterLevel(&buf, zlib.BestSpeed)
+		} else {
+			zw.Reset(&buf)
+		}
+		writeAll(zw, parts)
+		zw.Reset(io.Discard)
+		c.zlib.Put(zw)
 	}
-	for _, p := range parts {
-		_, _ = zw.Write(p)
-	}
-	_ = zw.Close()
 	h := w.Header()
 	h.Set("Content-Encoding", enc)
 	h.Add("Vary", "Accept-Encoding")
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = w.Write(buf.Bytes())
+}
+
+// writeAll compresses parts into zw and closes it (into memory: nothing
+// to fail).
+func writeAll(zw io.WriteCloser, parts [][]byte) {
+	for _, p := range parts {
+		_, _ = zw.Write(p)
+	}
+	_ = zw.Close()
 }

@@ -88,6 +88,7 @@ type Server struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 	bufs sync.Pool // *[]byte request bodies and response headers
+	zip  compressors
 	// decoders are the Content-Encodings request bodies may use.
 	decoders map[string]decoder
 }
@@ -794,7 +795,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	if binLen == 0 {
 		if enc != "" {
 			h.Set("Content-Type", "application/json")
-			writeCompressed(w, enc, b)
+			s.zip.writeCompressed(w, enc, b)
 			return
 		}
 		setHeaders(h, "Content-Type", "application/json", "Content-Length", strconv.Itoa(len(b)))
@@ -810,7 +811,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 	}
 	if enc != "" {
 		setHeaders(h, "Content-Type", "application/octet-stream", HeaderLength, strconv.Itoa(len(b)))
-		writeCompressed(w, enc, parts...)
+		s.zip.writeCompressed(w, enc, parts...)
 		return
 	}
 	// Both lengths spelled in one string: one allocation, not two.
