@@ -38,7 +38,6 @@ type Floor struct {
 	bytes   uint64
 	mu      sync.Mutex
 	stopped bool
-	restore int
 }
 
 // sentinel is garbage from birth: its cleanup runs after the cycle that
@@ -58,12 +57,15 @@ func Start(bytes uint64) (f *Floor, reason string) {
 		return nil, "GOGC=" + v + " is set: the collector paces by it"
 	}
 	f = &Floor{bytes: bytes}
-	f.restore = debug.SetGCPercent(f.percent())
+	debug.SetGCPercent(f.percent())
 	f.arm()
 	return f, ""
 }
 
-// Stop ends the tuning and puts back the GC percent found at Start.
+// Stop ends the tuning and puts back GOGC=100, the pacing of a process
+// without GOGC in its environment (Start tunes only such a process). Not
+// the percent found at Start: that may be another floor's, when two
+// overlap (the server's tests run several servers in one process).
 func (f *Floor) Stop() {
 	if f == nil {
 		return
@@ -72,7 +74,7 @@ func (f *Floor) Stop() {
 	defer f.mu.Unlock()
 	if !f.stopped {
 		f.stopped = true
-		debug.SetGCPercent(f.restore)
+		debug.SetGCPercent(100)
 	}
 }
 

@@ -48,7 +48,6 @@ func settle(t *testing.T, what string, cond func() bool) {
 
 func TestFloorSetsTheHeapGoal(t *testing.T) {
 	unsetGOGC(t)
-	before := readUint(t, "/gc/gogc:percent")
 	const floor = 32 << 20
 	f, reason := Start(floor)
 	if f == nil {
@@ -77,14 +76,14 @@ func TestFloorSetsTheHeapGoal(t *testing.T) {
 		return g >= floor*95/100 && g <= floor*105/100
 	})
 	f.Stop()
-	if p := readUint(t, "/gc/gogc:percent"); p != before {
-		t.Fatalf("after Stop the GC percent is %d, want %d as before Start", p, before)
+	if p := readUint(t, "/gc/gogc:percent"); p != 100 {
+		t.Fatalf("after Stop the GC percent is %d, want 100", p)
 	}
 	for range 3 {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
-	if p := readUint(t, "/gc/gogc:percent"); p != before {
+	if p := readUint(t, "/gc/gogc:percent"); p != 100 {
 		t.Fatalf("a cycle after Stop set the GC percent to %d", p)
 	}
 	if g := readUint(t, "/gc/heap/goal:bytes"); g > 8<<20 {
@@ -106,6 +105,25 @@ func TestGOGCWins(t *testing.T) {
 	if p := readUint(t, "/gc/gogc:percent"); p != before {
 		t.Errorf("GC percent changed to %d", p)
 	}
+}
+
+// Two floors that overlap, as the servers of one test process do, leave
+// GOGC=100 behind once both stop, whichever order they stop in.
+func TestOverlappingFloors(t *testing.T) {
+	unsetGOGC(t)
+	a, _ := Start(32 << 20)
+	b, _ := Start(64 << 20)
+	if a == nil || b == nil {
+		t.Fatal("Start did not tune")
+	}
+	runtime.GC()
+	a.Stop()
+	settle(t, "the second floor alone", func() bool {
+		g := readUint(t, "/gc/heap/goal:bytes")
+		return g >= 64<<20*95/100 && g <= 64<<20*105/100
+	})
+	b.Stop()
+	settle(t, "both stopped", func() bool { return readUint(t, "/gc/gogc:percent") == 100 })
 }
 
 func TestZeroFloorChangesNothing(t *testing.T) {
