@@ -83,45 +83,41 @@ type compressors struct {
 	gzip, zlib sync.Pool
 }
 
+// resetWriter is what gzip.Writer and zlib.Writer share.
+type resetWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
 // writeCompressed sends the parts of a response body compressed with enc,
 // setting Content-Encoding and the compressed Content-Length (headers the
 // caller set, Inference-Header-Content-Length among them, keep describing
 // the uncompressed body, as Triton's clients read it after inflating).
 func (c *compressors) writeCompressed(w http.ResponseWriter, enc string, parts ...[]byte) {
 	var buf bytes.Buffer
+	pool, level := &c.zlib, zlib.BestSpeed
 	if enc == "gzip" {
-		zw, _ := c.gzip.Get().(*gzip.Writer)
-		if zw == nil {
-			zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		} else {
-			zw.Reset(&buf)
-		}
-		writeAll(zw, parts)
-		zw.Reset(io.Discard) // pin no response body while pooled
-		c.gzip.Put(zw)
-	} else {
-		zw, _ := c.zlib.Get().(*zlib.Writer)
-		if zw == nil {
-			zw, _ = zlib.NewWriterLevel(&buf, zlib.BestSpeed)
-		} else {
-			zw.Reset(&buf)
-		}
-		writeAll(zw, parts)
-		zw.Reset(io.Discard)
-		c.zlib.Put(zw)
+		pool, level = &c.gzip, gzip.BestSpeed
 	}
+	zw, _ := pool.Get().(resetWriter)
+	switch {
+	case zw != nil:
+		zw.Reset(&buf)
+	case enc == "gzip":
+		zw, _ = gzip.NewWriterLevel(&buf, level)
+	default:
+		zw, _ = zlib.NewWriterLevel(&buf, level)
+	}
+	// Into memory: nothing to fail.
+	for _, p := range parts {
+		_, _ = zw.Write(p)
+	}
+	_ = zw.Close()
+	zw.Reset(io.Discard) // pin no response body while pooled
+	pool.Put(zw)
 	h := w.Header()
 	h.Set("Content-Encoding", enc)
 	h.Add("Vary", "Accept-Encoding")
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = w.Write(buf.Bytes())
-}
-
-// writeAll compresses parts into zw and closes it (into memory: nothing
-// to fail).
-func writeAll(zw io.WriteCloser, parts [][]byte) {
-	for _, p := range parts {
-		_, _ = zw.Write(p)
-	}
-	_ = zw.Close()
 }
