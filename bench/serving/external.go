@@ -384,6 +384,14 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 		if selected("triton-bin") {
 			cs = append(cs, h2Case{name: "triton-bin", url: infer(m), body: binBody, header: binHdr, h1: true, minBody: 4 * outputs})
 		}
+		if selected("triton-json-gzip") {
+			// A client that accepts gzip, as Go's net/http client does by
+			// default (wrk and h2load otherwise send no Accept-Encoding):
+			// the answer is compressed, so its body is only known to be a
+			// gzip member (header and trailer: 18 bytes).
+			cs = append(cs, h2Case{name: "triton-json-gzip", url: infer(m), body: jsonBody, h1: true, minBody: 18,
+				header: map[string]string{"Content-Type": "application/json", "Accept-Encoding": "gzip"}})
+		}
 		if !selected("triton-grpc") {
 			return cs, nil
 		}

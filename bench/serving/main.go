@@ -163,7 +163,7 @@ func main() {
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
 	flag.Int64Var(&o.heapFloor, "gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
 	flag.BoolVar(&o.goals, "goals", true, "check issue 18's goals (pytorch backend) and exit 1 when one misses")
-	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk and h2load cases of the same names, and fastapi-json the FastAPI peer; triton-grpc selects ghz too; goals whose cases did not run are not checked)")
+	flag.StringVar(&cases, "cases", "", "comma-separated cases to run, e.g. floor-bin,triton-bin (default all; also selects the wrk and h2load cases of the same names, fastapi-json the FastAPI peer and triton-json-gzip h2load with Accept-Encoding: gzip; triton-grpc selects ghz too; goals whose cases did not run are not checked)")
 	flag.Parse()
 	if cases != "" {
 		o.cases = map[string]bool{}
