@@ -4,7 +4,7 @@
 // A server's live heap is a few MiB (its tensors are libtorch's, in C
 // memory), so under Go's default GOGC=100 the heap goal sits at the 4 MiB
 // minimum and a busy server runs a collection every few dozen
-// milliseconds: about 40 a second under 64 connections at 26,000 requests
+// milliseconds: about 26 a second under 64 connections at 24,000 requests
 // a second, 5-7% of its CPU in marking and assists, each cycle paying
 // again for the stacks of every connection's goroutine. A Floor moves the
 // goal up to its size while the live heap is small and leaves Go's
