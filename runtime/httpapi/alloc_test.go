@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -44,8 +47,14 @@ func binaryInfer(t testing.TB, h http.Handler, model string) (func(), *discardWr
 
 // binaryInferWith is binaryInfer with extra request headers.
 func binaryInferWith(t testing.TB, h http.Handler, model string, hdr map[string]string) (func(), *discardWriter) {
+	return binaryInferEncoded(t, h, model, hdr, func(b []byte) []byte { return b })
+}
+
+// binaryInferEncoded is binaryInferWith with the request body passed
+// through encode (a compressor, with the matching Content-Encoding in hdr).
+func binaryInferEncoded(t testing.TB, h http.Handler, model string, hdr map[string]string, encode func([]byte) []byte) (func(), *discardWriter) {
 	j := `{"parameters":{"binary_data_output":true},"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}`
-	body := append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...)
+	body := encode(append([]byte(j), frontendtest.F32Bytes(inputRows(1, 0.5))...))
 	req := httptest.NewRequest("POST", "/v2/models/"+model+"/infer", nil)
 	req.Header.Set(HeaderLength, strconv.Itoa(len(j)))
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -176,6 +185,54 @@ func TestCompressedResponseBytes(t *testing.T) {
 		t.Logf("%s: %d bytes allocated per response", enc, per)
 		if per > 32<<10 {
 			t.Errorf("a %s response allocates %d bytes, want at most 32 KiB", enc, per)
+		}
+	}
+}
+
+// TestCompressedRequestBytes bounds what a compressed request body costs
+// to decode: a new gzip, zlib or flate reader sets up a 32 KiB window and
+// its tables (about 40 KB a request before the decoders were pooled).
+func TestCompressedRequestBytes(t *testing.T) {
+	testenv.SkipAllocCountUnderRace(t)
+	h := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0).srv.Config.Handler
+	compress := func(newWriter func(io.Writer) io.WriteCloser) func([]byte) []byte {
+		return func(b []byte) []byte {
+			var buf bytes.Buffer
+			zw := newWriter(&buf)
+			if _, err := zw.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return buf.Bytes()
+		}
+	}
+	cases := []struct {
+		name, enc string
+		w         func(io.Writer) io.WriteCloser
+	}{
+		{"gzip", "gzip", func(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) }},
+		{"zlib", "deflate", func(w io.Writer) io.WriteCloser { return zlib.NewWriter(w) }},
+		{"raw deflate", "deflate", func(w io.Writer) io.WriteCloser {
+			fw, _ := flate.NewWriter(w, flate.BestSpeed)
+			return fw
+		}},
+	}
+	for _, c := range cases {
+		run, _ := binaryInferEncoded(t, h, "linear", map[string]string{"Content-Encoding": c.enc}, compress(c.w))
+		run()          // the response's status is checked on every run
+		const n = 1000 // a collection may empty the pool: one new reader, amortized
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range n {
+			run()
+		}
+		runtime.ReadMemStats(&m1)
+		per := (m1.TotalAlloc - m0.TotalAlloc) / n
+		t.Logf("%s: %d bytes allocated per request", c.name, per)
+		if per > 8<<10 {
+			t.Errorf("a %s request allocates %d bytes, want at most 8 KiB", c.name, per)
 		}
 	}
 }

@@ -13,26 +13,86 @@ import (
 	"sync"
 )
 
-// gunzip decodes a gzip request body. The caller bounds what is read from
-// the result, so the size limit applies to the inflated bytes and a small
-// body cannot expand past it: decoding stops at the limit.
-func gunzip(rc io.ReadCloser) (io.ReadCloser, error) {
-	zr, err := gzip.NewReader(rc)
-	if err != nil {
-		return nil, err
-	}
-	return zr, nil
+// decompressors keeps request-body decoders for reuse. A gzip, zlib or
+// flate reader holds a 32 KiB window and its Huffman tables, about 40 KB
+// set up anew for every compressed request before; a pooled one is Reset
+// onto the next body. The pool drops readers over collections as
+// sync.Pool does, so what it keeps is bounded by the requests decoding
+// at once.
+type decompressors struct {
+	pool sync.Pool
 }
 
-// inflate decodes a deflate request body: the zlib format, as HTTP's
-// "deflate" means (tritonclient sends zlib.compress), or a bare deflate
-// stream, which some clients send under the same name.
-func inflate(rc io.ReadCloser) (io.ReadCloser, error) {
-	br := bufio.NewReader(rc)
-	if hdr, err := br.Peek(2); err == nil && isZlibHeader(hdr) {
-		return zlib.NewReader(br)
+// decoding is one body's decoder and the buffered reader under it, kept
+// together so that Reset allocates neither. The decoders are made on
+// first use; a decoding that has served both encodings keeps both.
+type decoding struct {
+	src  bufio.Reader
+	gz   *gzip.Reader
+	zl   io.ReadCloser // zlib's reader, a zlib.Resetter
+	fl   io.ReadCloser // flate's reader, a flate.Resetter
+	body io.Reader     // the decoder reading this body
+}
+
+func (d *decoding) Read(p []byte) (int, error) { return d.body.Read(p) }
+
+// Close does nothing: the request body under d is net/http's to close,
+// and d goes back to its pool through decompressors.close.
+func (d *decoding) Close() error { return nil }
+
+// open starts decoding body as enc ("gzip" or "deflate") names it. The
+// size limit is the caller's, applied to what it reads from the result,
+// so a small body cannot expand past it. A deflate body is the zlib
+// format, as HTTP's "deflate" means (tritonclient sends zlib.compress),
+// or a bare deflate stream, which some clients send under the same name.
+// The caller hands the result back to close once the body is read.
+func (c *decompressors) open(enc string, body io.Reader) (*decoding, error) {
+	d, _ := c.pool.Get().(*decoding)
+	if d == nil {
+		d = new(decoding)
 	}
-	return flate.NewReader(br), nil
+	d.src.Reset(body)
+	err := d.start(enc)
+	if err != nil {
+		c.close(d)
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *decoding) start(enc string) error {
+	if enc == "gzip" {
+		if d.gz == nil {
+			zr, err := gzip.NewReader(&d.src)
+			d.gz, d.body = zr, zr
+			return err
+		}
+		d.body = d.gz
+		return d.gz.Reset(&d.src)
+	}
+	if hdr, err := d.src.Peek(2); err == nil && isZlibHeader(hdr) {
+		if d.zl == nil {
+			zr, err := zlib.NewReader(&d.src)
+			d.zl, d.body = zr, zr
+			return err
+		}
+		d.body = d.zl
+		return d.zl.(zlib.Resetter).Reset(&d.src, nil)
+	}
+	if d.fl == nil {
+		d.fl = flate.NewReader(&d.src)
+		d.body = d.fl
+		return nil
+	}
+	d.body = d.fl
+	return d.fl.(flate.Resetter).Reset(&d.src, nil)
+}
+
+// close returns d to the pool; nothing may read it after.
+func (c *decompressors) close(d *decoding) {
+	d.src.Reset(nil) // pin no request body while pooled
+	d.body = nil
+	c.pool.Put(d)
 }
 
 // isZlibHeader checks RFC 1950's two header bytes: method 8 (deflate) and

@@ -104,20 +104,10 @@ func (l Limits) Listener(ln net.Listener) net.Listener {
 // positive maps a turned-off (negative) duration to net/http's "none".
 func positive(d time.Duration) time.Duration { return max(d, 0) }
 
-// decoder wraps a request body in the decoding its Content-Encoding names.
-type decoder func(io.ReadCloser) (io.ReadCloser, error)
-
-// contentDecoders are the request Content-Encodings this frontend reads;
-// anything else is refused with 415 before the body is read. A decoding
-// (gzip, deflate) is one more entry; the size limit applies to the decoded
-// bytes, so a small compressed body cannot expand past it.
-func contentDecoders() map[string]decoder {
-	return map[string]decoder{"identity": nil, "gzip": gunzip, "deflate": inflate}
-}
-
 // body returns r's body decoded, bounded to limit bytes and held to the
-// minimum arrival rate. The error is a *backend.Error.
-func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.Reader, error) {
+// minimum arrival rate; the caller closes it with closeBody. The error is
+// a *backend.Error.
+func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (*bodyReader, error) {
 	br := new(bodyReader)
 	if err := s.openBody(br, w, r, limit, time.Now()); err != nil {
 		return nil, err
@@ -125,11 +115,21 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) (io.R
 	return br, nil
 }
 
+// closeBody hands a decoded body's decoder back for reuse once the body
+// is read (or abandoned); br must not be read after.
+func (s *Server) closeBody(br *bodyReader) {
+	if br.dec != nil {
+		s.unzip.close(br.dec)
+		br.dec = nil
+	}
+}
+
 // bodyReader reads a request body decoded, bounded and, unless the rate
 // bound is off, paced. A value rather than a chain of readers, so that a
 // caller reading the body itself (readBody) keeps it on its stack.
 type bodyReader struct {
 	src   io.Reader
+	dec   *decoding // the pooled decoder under src, for closeBody
 	pace  paced
 	paced bool
 }
@@ -146,18 +146,18 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request, limit int64, start time.Time) error {
 	rd := r.Body
 	decoded := false
-	if enc := strings.ToLower(strings.TrimSpace(headerValue(r.Header, "Content-Encoding"))); enc != "" {
-		dec, ok := s.decoders[enc]
-		if !ok {
-			return backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)
+	// The Content-Encodings this frontend reads; anything else is refused
+	// with 415 before the body is read.
+	switch enc := strings.ToLower(strings.TrimSpace(headerValue(r.Header, "Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "deflate":
+		dec, err := s.unzip.open(enc, rd)
+		if err != nil {
+			return backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
 		}
-		if dec != nil {
-			var err error
-			if rd, err = dec(rd); err != nil {
-				return backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
-			}
-			decoded = true
-		}
+		br.dec, rd, decoded = dec, dec, true
+	default:
+		return backend.Errorf(backend.UnsupportedMedia, "unsupported Content-Encoding '%s' (this server reads identity, gzip and deflate)", enc)
 	}
 	// A body of a known length within the limit cannot pass it (net/http
 	// reads exactly Content-Length bytes); a decoded or chunked one can.

@@ -89,8 +89,8 @@ type Server struct {
 	log  *slog.Logger
 	bufs sync.Pool // *[]byte request bodies and response headers
 	zip  compressors
-	// decoders are the Content-Encodings request bodies may use.
-	decoders map[string]decoder
+	// unzip keeps the decoders of compressed request bodies.
+	unzip decompressors
 }
 
 // New builds the handler.
@@ -107,7 +107,7 @@ func New(opts Options) *Server {
 	// Resolved once: a default (the connection bound asks the kernel for
 	// the open-file limit) is not worth a system call per request.
 	opts.Limits = opts.Limits.withDefaults()
-	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger, decoders: contentDecoders()}
+	s := &Server{opts: opts, mgr: opts.Manager, mux: http.NewServeMux(), log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -432,6 +432,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, start time.Tim
 	if err := s.openBody(&body, w, r, limit, start); err != nil {
 		return nil, err
 	}
+	defer s.closeBody(&body)
 	bp := s.bufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	if want := min(r.ContentLength, preallocate); want > 0 && int64(cap(buf)) < want {
@@ -469,6 +470,7 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request, limit int64) ([
 	if err != nil {
 		return nil, err
 	}
+	defer s.closeBody(body)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, bodyError(err, limit)
