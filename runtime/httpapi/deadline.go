@@ -20,14 +20,50 @@ import (
 // deadline only ever matters to a read, so holding it until the next read
 // starts, or applying it at once when a read is waiting, keeps every
 // bound while the socket sees only the deadline each read runs under.
-type lazyListener struct{ net.Listener }
+//
+// It also bounds the connections open at once, as netutil.LimitListener
+// does: a connection of that listener does not pass CloseWrite on, which
+// net/http needs (see lazyConn.CloseWrite).
+type lazyListener struct {
+	net.Listener
+	slots chan struct{} // one per open connection; nil: no bound
+	done  chan struct{} // closed with the listener: stops a wait for a slot
+	once  sync.Once
+}
 
-func (l lazyListener) Accept() (net.Conn, error) {
+func (l *lazyListener) Accept() (net.Conn, error) {
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			// Closed: the listener's own Accept returns its error at once.
+			for {
+				c, err := l.Listener.Accept()
+				if err != nil {
+					return nil, err
+				}
+				_ = c.Close()
+			}
+		}
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
+		l.release()
 		return nil, err
 	}
-	return &lazyConn{Conn: c}, nil
+	return &lazyConn{Conn: c, l: l}, nil
+}
+
+func (l *lazyListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// release frees a connection's slot.
+func (l *lazyListener) release() {
+	if l.slots != nil {
+		<-l.slots
+	}
 }
 
 // lazyConn is a connection whose read deadline is applied to the socket
@@ -35,10 +71,33 @@ func (l lazyListener) Accept() (net.Conn, error) {
 // its background read that way). Write deadlines go through unchanged.
 type lazyConn struct {
 	net.Conn
+	l       *lazyListener // nil when the connection holds no slot
+	closed  sync.Once
 	mu      sync.Mutex
 	reading int       // reads in progress
 	want    time.Time // the read deadline last asked for
 	set     time.Time // the one the socket has
+}
+
+func (c *lazyConn) Close() error {
+	err := c.Conn.Close()
+	if c.l != nil {
+		c.closed.Do(c.l.release)
+	}
+	return err
+}
+
+// CloseWrite half-closes the socket. net/http does so before it closes a
+// connection whose request body it will not read (a body over the size
+// limit, say): the client reads the answer and then the end of the
+// stream, instead of a reset when the unread bytes meet the close.
+// Without it on the connection net/http hands its handlers, that case
+// ended in ECONNRESET for clients that read after sending.
+func (c *lazyConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // apply gives the socket the wanted deadline; c.mu is held.

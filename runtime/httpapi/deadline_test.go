@@ -57,7 +57,7 @@ func tcpPair(t *testing.T) (client net.Conn, server *lazyConn, sets *atomic.Int6
 	sets = new(atomic.Int64)
 	accepted := make(chan net.Conn, 1)
 	go func() {
-		c, err := lazyListener{countingListener{ln, sets}}.Accept()
+		c, err := (&lazyListener{Listener: countingListener{ln, sets}}).Accept()
 		if err != nil {
 			c = nil
 		}

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
@@ -95,10 +93,11 @@ func (l Limits) NewHTTPServer(h http.Handler) *http.Server {
 // them (lazyListener): the timeouts above cost a timer each otherwise.
 func (l Limits) Listener(ln net.Listener) net.Listener {
 	l = l.withDefaults()
+	lazy := &lazyListener{Listener: ln, done: make(chan struct{})}
 	if l.MaxConnections >= 0 {
-		ln = netutil.LimitListener(ln, l.MaxConnections)
+		lazy.slots = make(chan struct{}, l.MaxConnections)
 	}
-	return lazyListener{ln}
+	return lazy
 }
 
 // positive maps a turned-off (negative) duration to net/http's "none".

@@ -303,3 +303,33 @@ func TestErrorsNameNoServerPaths(t *testing.T) {
 		t.Errorf("index: %s", idx)
 	}
 }
+
+// TestRefusedBodyEndsTheStream: a request whose body the server will not
+// read (over --http-max-input-size) is answered and then the stream ends,
+// as net/http does on a bare listener, so a client that reads after
+// sending gets the answer and EOF. With CloseWrite hidden by the
+// listener's wrapping it got a connection reset half a second later.
+func TestRefusedBodyEndsTheStream(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear})
+	lim := Limits{}
+	addr := serveLimited(t, New(Options{Manager: repo.Manager, Limits: lim, MaxInputSize: 1000}), lim)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	body := make([]byte, 4<<20) // more than the socket buffers take: some stays unread
+	go func() {
+		// Fails once the server closes; the answer is what is checked.
+		_, _ = fmt.Fprintf(c, "POST /v2/models/linear/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		_, _ = c.Write(body)
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("after %q: %v (want the answer, then the end of the stream)", got, err)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.1 413 ") || !strings.Contains(string(got), "exceeds the maximum allowed value of 1000 bytes") {
+		t.Errorf("answer %q", got)
+	}
+}
