@@ -98,11 +98,8 @@ func main() {
 		log.Fatalf("-gc-heap-floor %d: must not be negative", *heapFloor)
 	}
 	// The server in this process paces its collector as tritonserver does.
-	if floor, why := heapfloor.Start(uint64(*heapFloor)); floor == nil {
-		fmt.Printf("collector: %s\n", why)
-	} else {
-		fmt.Printf("collector: Go heap floor %d MiB\n", *heapFloor>>20)
-	}
+	_, how := heapfloor.Start(uint64(*heapFloor))
+	fmt.Printf("collector: %s\n", how)
 	if *batching != "greedy" && *batching != "config" {
 		log.Fatalf("-batching %q: want greedy or config", *batching)
 	}

@@ -179,11 +179,7 @@ func main() {
 	}
 	// The floor and the server share this process, and its collector, as
 	// tritonserver's does.
-	floor, why := heapfloor.Start(uint64(o.heapFloor))
-	o.gcNote = fmt.Sprintf("Go heap floor %d MiB", o.heapFloor>>20)
-	if floor == nil {
-		o.gcNote = why
-	}
+	_, o.gcNote = heapfloor.Start(uint64(o.heapFloor))
 	var err error
 	if o.conc, err = sweep.Levels(concurrencyFor(o.backend, conc, set["concurrency"])); err != nil {
 		fmt.Fprintln(os.Stderr, "servingbench: -concurrency:", err)

@@ -72,10 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := log.Logger()
-	floor, why := heapfloor.Start(uint64(cfg.gcHeapFloor))
+	floor, how := heapfloor.Start(uint64(cfg.gcHeapFloor))
 	defer floor.Stop()
 	if floor == nil && cfg.gcHeapFloor > 0 {
-		logger.Info("--gc-heap-floor-byte-size not applied", "reason", why)
+		logger.Info("--gc-heap-floor-byte-size not applied", "reason", how)
 	}
 	if cfg.backendDirectory != "" {
 		logger.Info("backends are built into this server; --backend-directory is not searched", "backend-directory", cfg.backendDirectory)

@@ -14,6 +14,7 @@
 package heapfloor
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -48,8 +49,9 @@ type sentinel struct{ _ *byte }
 
 // Start sets a floor of bytes and returns it, or returns nil without
 // changing anything when bytes is 0 or the environment sets GOGC (the
-// operator's own setting wins). Reason says which.
-func Start(bytes uint64) (f *Floor, reason string) {
+// operator's own setting wins). How says how the collector now paces,
+// for a log or a benchmark's header.
+func Start(bytes uint64) (f *Floor, how string) {
 	if bytes == 0 {
 		return nil, "floor 0: Go's default collector pacing"
 	}
@@ -59,7 +61,7 @@ func Start(bytes uint64) (f *Floor, reason string) {
 	f = &Floor{bytes: bytes}
 	debug.SetGCPercent(f.percent())
 	f.arm()
-	return f, ""
+	return f, fmt.Sprintf("Go heap floor %d MiB", bytes>>20)
 }
 
 // Stop ends the tuning and puts back GOGC=100, the pacing of a process

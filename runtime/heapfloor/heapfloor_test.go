@@ -49,9 +49,12 @@ func settle(t *testing.T, what string, cond func() bool) {
 func TestFloorSetsTheHeapGoal(t *testing.T) {
 	unsetGOGC(t)
 	const floor = 32 << 20
-	f, reason := Start(floor)
+	f, how := Start(floor)
 	if f == nil {
-		t.Fatalf("Start did not tune: %s", reason)
+		t.Fatalf("Start did not tune: %s", how)
+	}
+	if how != "Go heap floor 32 MiB" {
+		t.Errorf("Start(32 MiB) says %q", how)
 	}
 	// A small live heap: the goal is the floor (Go's own would be 4 MiB).
 	settle(t, "small heap", func() bool {
