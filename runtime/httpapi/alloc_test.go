@@ -174,14 +174,7 @@ func TestCompressedResponseBytes(t *testing.T) {
 		if got := w.h.Get("Content-Encoding"); got != enc {
 			t.Fatalf("Accept-Encoding %s: Content-Encoding %q", enc, got)
 		}
-		const n = 1000 // a collection may empty the pool: one new writer, amortized
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		for range n {
-			run()
-		}
-		runtime.ReadMemStats(&m1)
-		per := (m1.TotalAlloc - m0.TotalAlloc) / n
+		per := bytesPerRun(run)
 		t.Logf("%s: %d bytes allocated per response", enc, per)
 		if per > 32<<10 {
 			t.Errorf("a %s response allocates %d bytes, want at most 32 KiB", enc, per)
@@ -221,18 +214,25 @@ func TestCompressedRequestBytes(t *testing.T) {
 	}
 	for _, c := range cases {
 		run, _ := binaryInferEncoded(t, h, "linear", map[string]string{"Content-Encoding": c.enc}, compress(c.w))
-		run()          // the response's status is checked on every run
-		const n = 1000 // a collection may empty the pool: one new reader, amortized
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		for range n {
-			run()
-		}
-		runtime.ReadMemStats(&m1)
-		per := (m1.TotalAlloc - m0.TotalAlloc) / n
+		run() // the response's status is checked on every run
+		per := bytesPerRun(run)
 		t.Logf("%s: %d bytes allocated per request", c.name, per)
 		if per > 8<<10 {
 			t.Errorf("a %s request allocates %d bytes, want at most 8 KiB", c.name, per)
 		}
 	}
+}
+
+// bytesPerRun is what one run allocates on the heap, over 1000 runs: a
+// collection may empty a pool the code draws on, and one new object is
+// then amortized.
+func bytesPerRun(run func()) uint64 {
+	const n = 1000
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range n {
+		run()
+	}
+	runtime.ReadMemStats(&m1)
+	return (m1.TotalAlloc - m0.TotalAlloc) / n
 }
