@@ -140,6 +140,42 @@ func gz(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
+// TestCorruptCompressedBodies: a body that is not what its
+// Content-Encoding says is refused 400, and the decoder it failed in,
+// back in its pool, decodes the next body right.
+func TestCorruptCompressedBodies(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
+	plain := []byte(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`)
+	_, want := e.do(t, "POST", "/v2/models/linear/infer", plain, nil)
+	var zl bytes.Buffer
+	zw := zlib.NewWriter(&zl)
+	zw.Write(plain)
+	zw.Close()
+	good := gz(t, plain)
+	for _, c := range []struct {
+		enc       string
+		bad, good []byte
+	}{
+		{"gzip", []byte("not gzip at all, just text"), good},
+		{"gzip", good[:len(good)/2], good},                      // cut short
+		{"deflate", zl.Bytes()[:len(zl.Bytes())-6], zl.Bytes()}, // no checksum
+		{"deflate", []byte{0x78, 0x9c, 0xff, 0xff, 0xff}, zl.Bytes()},
+	} {
+		for range 3 { // a pool of one decoder or a few: each reused after failing
+			r, b := e.do(t, "POST", "/v2/models/linear/infer", c.bad, map[string]string{"Content-Encoding": c.enc})
+			// A bad header fails at once ("decoding the gzip request body:
+			// gzip: invalid header"), a bad stream while it is read
+			// ("reading request body: unexpected EOF").
+			if r.StatusCode != 400 || !strings.Contains(string(b), "decoding the "+c.enc+" request body") && !strings.Contains(string(b), "reading request body: ") {
+				t.Errorf("corrupt %s body %q: %d %s", c.enc, c.bad, r.StatusCode, b)
+			}
+			if r, b := e.do(t, "POST", "/v2/models/linear/infer", c.good, map[string]string{"Content-Encoding": c.enc}); r.StatusCode != 200 || !bytes.Equal(b, want) {
+				t.Errorf("%s body after a corrupt one: %d %s", c.enc, r.StatusCode, b)
+			}
+		}
+	}
+}
+
 // TestCompressedRequestsAndResponses: gzip and deflate (zlib, as
 // tritonclient sends it, or bare) bodies are read; Accept-Encoding gets a
 // compressed answer whose header length still counts the inflated JSON.
