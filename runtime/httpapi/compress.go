@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 // decompressors keeps request-body decoders for reuse. A gzip, zlib or
@@ -32,9 +34,22 @@ type decoding struct {
 	zl   io.ReadCloser // zlib's reader, a zlib.Resetter
 	fl   io.ReadCloser // flate's reader, a flate.Resetter
 	body io.Reader     // the decoder reading this body
+	enc  string        // the Content-Encoding it decodes, for errors
 }
 
-func (d *decoding) Read(p []byte) (int, error) { return d.body.Read(p) }
+// Read names the encoding in any failure but the end: "unexpected EOF"
+// alone does not tell a client that its compressed stream was cut short.
+func (d *decoding) Read(p []byte) (int, error) {
+	n, err := d.body.Read(p)
+	if err != nil && err != io.EOF {
+		err = d.fail(err)
+	}
+	return n, err
+}
+
+func (d *decoding) fail(err error) error {
+	return backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", d.enc, err)
+}
 
 // Close does nothing: the request body under d is net/http's to close,
 // and d goes back to its pool through decompressors.close.
@@ -52,8 +67,9 @@ func (c *decompressors) open(enc string, body io.Reader) (*decoding, error) {
 		d = new(decoding)
 	}
 	d.src.Reset(body)
-	err := d.start(enc)
-	if err != nil {
+	d.enc = enc
+	if err := d.start(enc); err != nil {
+		err = d.fail(err)
 		c.close(d)
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func (s *Server) openBody(br *bodyReader, w http.ResponseWriter, r *http.Request
 	case "gzip", "deflate":
 		dec, err := s.unzip.open(enc, rd)
 		if err != nil {
-			return backend.Errorf(backend.InvalidArg, "decoding the %s request body: %w", enc, err)
+			return err
 		}
 		br.dec, rd, decoded = dec, dec, true
 	default:
