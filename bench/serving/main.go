@@ -776,6 +776,7 @@ func run(o options) (int, error) {
 	ff.times.reset()
 	rec.reset()
 	before := batchInfer(model.Scheduler.Stats())
+	marks := markSchedulers(model, batched)
 	for r := 0; r < o.rounds; r++ {
 		order := inRoundOrder(targets, r)
 		for _, c := range o.conc {
@@ -885,7 +886,7 @@ func run(o options) (int, error) {
 			st.ExecutionCount, cachedModel, float64(st.CacheHit.Ns)/float64(st.CacheHit.Count)/1e3)
 	}
 	fmt.Println()
-	printSchedulers(model, batched)
+	printSchedulers(marks)
 	if o.external {
 		served := func(name string) uint64 {
 			m, err := mgr.Get(name, -1)
@@ -967,17 +968,47 @@ func benchClient(maxConc int) *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true}}
 }
 
-// printSchedulers prints each model's scheduler statistics, for the
-// models that executed anything.
-func printSchedulers(models ...*repository.Model) {
-	for _, m := range models {
-		st := m.Scheduler.Stats()
-		if st.ExecutionCount == 0 {
-			continue
+// schedulerMark is a model's scheduler statistics at one point of the
+// run: printSchedulers reports what ran after it, not the warm-up before.
+type schedulerMark struct {
+	model *repository.Model
+	at    scheduler.Stats
+}
+
+func markSchedulers(models ...*repository.Model) []schedulerMark {
+	marks := make([]schedulerMark, len(models))
+	for i, m := range models {
+		marks[i] = schedulerMark{model: m, at: m.Scheduler.Stats()}
+	}
+	return marks
+}
+
+// printSchedulers prints each model's scheduler statistics since its
+// mark, for the models that executed anything meanwhile.
+func printSchedulers(marks []schedulerMark) {
+	for _, mk := range marks {
+		if d := since(mk.model.Scheduler.Stats(), mk.at); d.executions > 0 {
+			fmt.Printf("scheduler %s: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
+				mk.model.Name, d.inferences, d.executions, float64(d.inferences)/float64(d.executions), d.queueUs, d.executeUs)
 		}
-		fmt.Printf("scheduler %s: %d inferences in %d executions (%.1f rows per execution); mean per request: queue %.1f us, execute %.1f us\n",
-			m.Name, st.InferenceCount, st.ExecutionCount, float64(st.InferenceCount)/float64(st.ExecutionCount),
-			float64(st.Queue.Ns)/float64(max(st.Queue.Count, 1))/1e3, float64(st.ComputeInfer.Ns)/float64(max(st.ComputeInfer.Count, 1))/1e3)
+	}
+}
+
+// schedulerDelta is what a scheduler did between two of its Stats.
+type schedulerDelta struct {
+	inferences, executions uint64
+	queueUs, executeUs     float64 // means per request
+}
+
+func since(now, then scheduler.Stats) schedulerDelta {
+	mean := func(now, then scheduler.Duration) float64 {
+		return float64(now.Ns-then.Ns) / float64(max(now.Count-then.Count, 1)) / 1e3
+	}
+	return schedulerDelta{
+		inferences: now.InferenceCount - then.InferenceCount,
+		executions: now.ExecutionCount - then.ExecutionCount,
+		queueUs:    mean(now.Queue, then.Queue),
+		executeUs:  mean(now.ComputeInfer, then.ComputeInfer),
 	}
 }
 

@@ -290,6 +290,7 @@ func runPython(o options) error {
 	if err := warmUp(client, cases, o.conc); err != nil {
 		return err
 	}
+	marks := markSchedulers(pyModel, ptModel)
 	res := map[string]map[int][]result{}
 	for _, sc := range cases {
 		res[sc.name] = map[int][]result{}
@@ -306,7 +307,7 @@ func runPython(o options) error {
 		}
 	}
 	printPython(o, seed, res, load0, wake)
-	printSchedulers(pyModel, ptModel)
+	printSchedulers(marks)
 	fmt.Printf("\nload average: %s at start, %s at end\n", load0, machine.LoadAvg())
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/scheduler"
 )
 
 // TestRunRoundInterleaves: the cases of a round take turns slice by slice,
@@ -58,5 +60,22 @@ func TestSampleSums(t *testing.T) {
 	}
 	if _, err := (sample{}).result(); err == nil {
 		t.Error("an empty sample gave a result")
+	}
+}
+
+// TestSinceLeavesOutTheWarmUp: the scheduler line of a run counts only
+// what ran after its mark (the warm-up's small batches once skewed rows
+// per execution).
+func TestSinceLeavesOutTheWarmUp(t *testing.T) {
+	warm := scheduler.Stats{InferenceCount: 10, ExecutionCount: 10,
+		Queue: scheduler.Duration{Count: 10, Ns: 10_000_000}, ComputeInfer: scheduler.Duration{Count: 10, Ns: 1_000_000}}
+	end := scheduler.Stats{InferenceCount: 410, ExecutionCount: 110,
+		Queue: scheduler.Duration{Count: 410, Ns: 10_000_000 + 400*20_000}, ComputeInfer: scheduler.Duration{Count: 110, Ns: 1_000_000 + 100*30_000}}
+	d := since(end, warm)
+	if d.inferences != 400 || d.executions != 100 || d.queueUs != 20 || d.executeUs != 30 {
+		t.Errorf("since the warm-up: %+v, want 400 inferences in 100 executions, queue 20 us, execute 30 us", d)
+	}
+	if d := since(warm, warm); d.executions != 0 || d.queueUs != 0 {
+		t.Errorf("nothing ran: %+v", d)
 	}
 }
