@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -41,7 +42,7 @@ type decoding struct {
 // alone does not tell a client that its compressed stream was cut short.
 func (d *decoding) Read(p []byte) (int, error) {
 	n, err := d.body.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = d.fail(err)
 	}
 	return n, err
