@@ -26,12 +26,16 @@ PYTORCH_DFSG_PACKAGES := python3-yaml python3-typing-extensions libprotobuf-dev 
 # 1.13.1 for the quick profile, python with torch and numpy for the python
 # backend, the real registry, image and cache tools the tests drive, and the
 # outside load generators bench/serving runs (wrk; nghttp2-client's h2load,
-# one client for both gRPC and HTTP).
+# one client for both gRPC and HTTP). libopenblas0-openmp: the distribution's
+# libtorch calls libblas.so.3, which is netlib's reference BLAS until an
+# optimized one takes over the alternative; OpenBLAS's OpenMP build follows
+# libtorch's per-thread intra-op setting (docs/performance.md: a Linear layer
+# about ten times faster).
 DEB_PACKAGES := build-essential cmake ninja-build git curl wget xz-utils bzip2 zip unzip patch \
 	pkg-config ca-certificates libssl-dev libbz2-dev libreadline-dev libsqlite3-dev \
 	libncurses5-dev libncursesw5-dev tk-dev libffi-dev liblzma-dev libxml2-dev libxmlsec1-dev \
 	llvm-15-dev clang-15 libmlir-15-dev mlir-15-tools \
-	libtorch-dev python3 python3-torch python3-numpy python3-venv \
+	libtorch-dev libopenblas0-openmp python3 python3-torch python3-numpy python3-venv \
 	skopeo umoci docker-registry ccache distcc protobuf-compiler bubblewrap hyperfine wrk nghttp2-client \
 	python3-fastapi python3-uvicorn python3-torchvision \
 	meson patchelf $(PYTORCH_DFSG_PACKAGES)

@@ -591,4 +591,46 @@ const char *tbt_library_path(void) {
   return path.empty() ? nullptr : path.c_str();
 }
 
+const char *tbt_blas(int32_t *tuned) {
+  static std::once_flag once;
+  static std::string name;
+  static int32_t known = 0;
+  std::call_once(once, [] {
+    // Each tuned BLAS exports a version call of its own; look them up where
+    // libtorch's sgemm_ calls resolve (the global scope).
+    using text_fn = const char *(*)();
+    if (auto f = reinterpret_cast<text_fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+      name = f(); // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Haswell MAX_THREADS=64"
+      known = 1;
+      return;
+    }
+    if (auto f = reinterpret_cast<text_fn>(dlsym(RTLD_DEFAULT, "bli_info_get_version_str"))) {
+      name = std::string("BLIS ") + f();
+      known = 1;
+      return;
+    }
+    using mkl_fn = void (*)(char *, int);
+    if (auto f = reinterpret_cast<mkl_fn>(dlsym(RTLD_DEFAULT, "mkl_get_version_string"))) {
+      char buf[256] = {0};
+      f(buf, sizeof buf - 1);
+      name = buf;
+      known = 1;
+      return;
+    }
+    void *gemm = dlsym(RTLD_DEFAULT, "sgemm_");
+    Dl_info info;
+    if (gemm != nullptr && dladdr(gemm, &info) != 0 && info.dli_fname != nullptr) {
+      // The file behind the soname: the distribution's alternatives make
+      // libblas.so.3 a chain of links.
+      char *real = realpath(info.dli_fname, nullptr);
+      name = real != nullptr ? real : info.dli_fname;
+      std::free(real);
+    }
+  });
+  if (tuned != nullptr) {
+    *tuned = known;
+  }
+  return name.empty() ? nullptr : name.c_str();
+}
+
 } // extern "C"

@@ -29,6 +29,8 @@ type Backend struct {
 	log *slog.Logger
 	// mu serializes process-wide changes (op libraries, inter-op threads).
 	mu sync.Mutex
+	// blas reports libtorch's BLAS once, at the first model loaded.
+	blas sync.Once
 }
 
 // New returns the libtorch backend. In a build without cgo or the libtorch
@@ -107,7 +109,23 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	inst.close = mod.Close
 	inst.timeout = timeout
+	b.blas.Do(b.reportBLAS)
 	return inst, nil
+}
+
+// reportBLAS logs the BLAS under libtorch's matrix products, and warns when
+// it is not a tuned one: a distribution's libtorch links libblas.so.3,
+// which is netlib's reference BLAS unless an optimized one is installed,
+// and a Linear layer then runs about ten times slower (docs/performance.md).
+func (b *Backend) reportBLAS() {
+	name, tuned := BLAS()
+	switch {
+	case name == "":
+	case tuned:
+		b.log.Info("libtorch BLAS", "blas", name)
+	default:
+		b.log.Warn("libtorch BLAS is not a tuned one: matrix products (Linear layers) run several times slower; on Debian or Ubuntu install libopenblas0-openmp", "blas", name)
+	}
 }
 
 // prepareProcess applies the process-wide settings a model needs: its op

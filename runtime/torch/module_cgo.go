@@ -205,6 +205,18 @@ func LibraryPath() string {
 	return C.GoString(p)
 }
 
+// BLAS names the BLAS libtorch's matrix products run on and says whether
+// it is one known to be tuned (OpenBLAS, BLIS, MKL); "" when none is
+// loaded.
+func BLAS() (name string, tuned bool) {
+	var t C.int32_t
+	p := C.tbt_blas(&t)
+	if p == nil {
+		return "", false
+	}
+	return C.GoString(p), t == 1
+}
+
 // Module is one loaded TorchScript module. Its methods are safe for
 // concurrent use but run one forward at a time.
 type Module struct {

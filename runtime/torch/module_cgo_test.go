@@ -539,10 +539,46 @@ func TestInterOpThreadsOncePerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst.Close()
-	if lines := strings.Split(strings.TrimSpace(logged.String()), "\n"); len(lines) != 1 ||
+	if lines := notBLAS(logged.String()); len(lines) != 1 ||
 		!strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "model=simple_linear") || !strings.Contains(lines[0], "already fixed at 1") {
 		t.Fatalf("logged %q, want one warning naming the model and the reason", logged.String())
 	}
+}
+
+// notBLAS is the lines logged besides the backend's one report of its BLAS.
+func notBLAS(logged string) []string {
+	return slices.DeleteFunc(strings.Split(strings.TrimSpace(logged), "\n"), func(l string) bool { return strings.Contains(l, "msg=\"libtorch BLAS") })
+}
+
+// TestBLASIsTuned: the libtorch the stack is built and tested with runs its
+// matrix products on a tuned BLAS (the Makefile installs OpenBLAS; the
+// reference BLAS a distribution's libblas3 is makes a Linear layer about
+// ten times slower), and the backend says which one, once, at its first
+// model.
+func TestBLASIsTuned(t *testing.T) {
+	var logged bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	for i := range 2 {
+		inst, err := b.NewInstance(context.Background(), simpleLinear(t), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst.Close()
+	}
+	name, tuned := BLAS()
+	if name == "" {
+		t.Fatal("no BLAS found under libtorch's sgemm_")
+	}
+	if n := strings.Count(logged.String(), "msg=\"libtorch BLAS"); n != 1 || !strings.Contains(logged.String(), name) {
+		t.Errorf("logged %q: want the BLAS (%s) named once", logged.String(), name)
+	}
+	if !tuned {
+		if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "libopenblas0-openmp") {
+			t.Errorf("an untuned BLAS (%s) logged %q: want a warning naming the package to install", name, logged.String())
+		}
+		testenv.Unavailable(t, "libtorch's BLAS is %s, not a tuned one (the Makefile's DEB_PACKAGES install libopenblas0-openmp)", name)
+	}
+	t.Logf("BLAS: %s", name)
 }
 
 // BenchmarkForward times Module.Forward on simple_linear at batch 8 with one

@@ -24,6 +24,9 @@ func SetInterOpThreads(n int) error { return notBuilt() }
 // LibraryPath is "" in a build without the libtorch runtime.
 func LibraryPath() string { return "" }
 
+// BLAS is "" in a build without the libtorch runtime.
+func BLAS() (name string, tuned bool) { return "", false }
+
 // Module is one loaded TorchScript module; this build cannot create one.
 type Module struct{}
 

@@ -195,6 +195,16 @@ TBT_API void tbt_result_release(tbt_module *m);
  */
 TBT_API const char *tbt_library_path(void);
 
+/*
+ * The BLAS that libtorch's matrix products (Linear, matmul, addmm) call, as
+ * the dynamic loader resolved it: sets *tuned to 1 for an implementation
+ * known to be tuned (OpenBLAS, BLIS, MKL) and to 0 otherwise (netlib's
+ * reference BLAS, which a distribution's libblas3 is, or one not
+ * recognised). Returns its name (OpenBLAS's own configuration string, or the
+ * file sgemm_ was found in), owned by the library; NULL when none is loaded.
+ */
+TBT_API const char *tbt_blas(int32_t *tuned);
+
 #ifdef __cplusplus
 }
 #endif
