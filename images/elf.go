@@ -351,10 +351,15 @@ type closureOptions struct {
 // the extra libraries) through the search order of glibc's loader: DT_RPATH
 // when there is no DT_RUNPATH, LD_LIBRARY_PATH, DT_RUNPATH, then the host's
 // configured and built-in directories, recursively. $ORIGIN expands to the
-// directory of the object as found.
+// directory of the object as found, before symlinks: glibc takes it from
+// the path it opened, so a library reached through a link into another
+// directory (the alternatives' libblas.so.3 -> openblas-openmp/) looks for
+// its $ORIGIN dependencies beside the link, not beside its file.
 func resolveClosure(o closureOptions) (*closure, error) {
 	c := &closure{}
-	type object struct{ imagePath, host string }
+	// origin is the directory $ORIGIN means for the object: the same file
+	// opened through two paths is searched from both.
+	type object struct{ imagePath, host, origin string }
 	var queue []object
 	visited := map[string]bool{}
 	hostFiles := map[string]bool{}
@@ -379,10 +384,10 @@ func resolveClosure(o closureOptions) (*closure, error) {
 			c.files = append(c.files, final)
 		}
 	}
-	enqueue := func(final, host string) {
-		if !visited[final] {
-			visited[final] = true
-			queue = append(queue, object{final, host})
+	enqueue := func(final, host, origin string) {
+		if key := final + "\x00" + origin; !visited[key] {
+			visited[key] = true
+			queue = append(queue, object{final, host, origin})
 		}
 	}
 
@@ -394,11 +399,12 @@ func resolveClosure(o closureOptions) (*closure, error) {
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		enqueue(p, o.fsys.tree[p].src)
+		enqueue(p, o.fsys.tree[p].src, path.Dir(p))
 	}
 
-	// find searches for soname needed by obj.
-	find := func(soname, origin string, deps elfDeps) (final, host string, links []hostLink, dir string, ok bool) {
+	// find searches for soname needed by obj; opened is the path the
+	// loader opens, whose directory is the found object's $ORIGIN.
+	find := func(soname, origin string, deps elfDeps) (final, host, opened string, links []hostLink, dir string, ok bool) {
 		// dir is returned only when the library came from a host directory
 		// outside the loader's defaults, i.e. when LD_LIBRARY_PATH must
 		// name it in the image.
@@ -433,9 +439,9 @@ func resolveClosure(o closureOptions) (*closure, error) {
 			if i >= firstHost && !defaults[path.Clean(d)] {
 				dir = path.Clean(d)
 			}
-			return final, host, links, dir, true
+			return final, host, cand, links, dir, true
 		}
-		return "", "", nil, "", false
+		return "", "", "", nil, "", false
 	}
 
 	for _, hp := range o.hostPaths {
@@ -450,7 +456,7 @@ func resolveClosure(o closureOptions) (*closure, error) {
 	}
 
 	for _, lib := range o.extra {
-		final, host, links, dir, ok := find(lib, "/", elfDeps{})
+		final, host, opened, links, dir, ok := find(lib, "/", elfDeps{})
 		if !ok {
 			c.missing = append(c.missing, MissingLibrary{Name: lib, NeededBy: "Options.ExtraLibraries"})
 			continue
@@ -460,7 +466,7 @@ func resolveClosure(o closureOptions) (*closure, error) {
 			dirSeen[dir] = true
 			c.libDirs = append(c.libDirs, dir)
 		}
-		enqueue(final, host)
+		enqueue(final, host, path.Dir(opened))
 	}
 
 	for len(queue) > 0 {
@@ -479,11 +485,11 @@ func resolveClosure(o closureOptions) (*closure, error) {
 				c.missing = append(c.missing, MissingLibrary{Name: deps.interp, NeededBy: obj.imagePath})
 			} else {
 				useHost(final, host, links)
-				enqueue(final, host)
+				enqueue(final, host, path.Dir(final))
 			}
 		}
 		for _, soname := range deps.needed {
-			final, host, links, dir, ok := find(soname, path.Dir(obj.imagePath), deps)
+			final, host, opened, links, dir, ok := find(soname, obj.origin, deps)
 			if !ok {
 				c.missing = append(c.missing, MissingLibrary{Name: soname, NeededBy: obj.imagePath})
 				continue
@@ -493,7 +499,7 @@ func resolveClosure(o closureOptions) (*closure, error) {
 				dirSeen[dir] = true
 				c.libDirs = append(c.libDirs, dir)
 			}
-			enqueue(final, host)
+			enqueue(final, host, path.Dir(opened))
 		}
 	}
 	sort.Strings(c.files)
@@ -526,7 +532,7 @@ func (e *HostPathError) Unwrap() error { return e.Err }
 // standard library) at its host path. The path itself is resolved like a
 // library, so symlinks leading to it are reproduced; inside a directory,
 // symlinks are copied as they are, and the files they lead to come along.
-func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links []hostLink), enqueue func(final, host string), addLink func(hostLink), addDir func(string)) error {
+func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links []hostLink), enqueue func(final, host, origin string), addLink func(hostLink), addDir func(string)) error {
 	if !path.IsAbs(p) {
 		return &HostPathError{Path: p, Err: errors.New("not an absolute path")}
 	}
@@ -544,7 +550,7 @@ func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links
 			return &HostPathError{Path: p, Err: errors.New("does not lead to a regular file")}
 		}
 		useHost(final, host, links)
-		enqueue(final, host)
+		enqueue(final, host, path.Dir(p))
 		return nil
 	}
 	// A directory: resolve the symlinks leading to it, then walk its real
@@ -583,12 +589,12 @@ func addHostPath(p string, fsys *imageFS, useHost func(final, host string, links
 			if st, err := os.Stat(q); err == nil && st.Mode().IsRegular() {
 				if final, host, links, ok := fsys.resolve(q); ok {
 					useHost(final, host, links)
-					enqueue(final, host)
+					enqueue(final, host, path.Dir(q))
 				}
 			}
 		case d.Type().IsRegular():
 			useHost(q, q, nil)
-			enqueue(q, q)
+			enqueue(q, q, path.Dir(q))
 		default:
 			return &HostPathError{Path: q, Err: fmt.Errorf("unsupported file type %v", d.Type())}
 		}

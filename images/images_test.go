@@ -991,3 +991,58 @@ func TestHostPaths(t *testing.T) {
 		t.Errorf("a missing host path: %v", err)
 	}
 }
+
+// TestClosureOriginIsTheOpenedPath: a library reached through a symlink
+// into another directory (Debian's alternatives make libblas.so.3 such a
+// link into openblas-openmp/) expands $ORIGIN to the link's directory, as
+// glibc does, so a dependency that sits only beside the link's target is
+// missing. The host's own loader, running the same tree, is the referee.
+func TestClosureOriginIsTheOpenedPath(t *testing.T) {
+	testenv.NeedTools(t, "cc")
+	src, tree := t.TempDir(), t.TempDir()
+	writeFiles(t, src, map[string]string{
+		"dep.c":   "int dep(void) { return 3; }\n",
+		"greet.c": "#include <stdio.h>\nint dep(void);\nvoid greet(void) { printf(\"dep %d\\n\", dep()); }\n",
+		"main.c":  "void greet(void);\nint main(void) { greet(); return 0; }\n",
+	})
+	for _, d := range []string{"bin", "lib/alt"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cc %v: %v\n%s", args, err, out)
+		}
+	}
+	alt := filepath.Join(tree, "lib", "alt")
+	cc("-shared", "-fPIC", "-o", filepath.Join(alt, "libdep.so.1"), "-Wl,-soname,libdep.so.1", filepath.Join(src, "dep.c"))
+	cc("-shared", "-fPIC", "-o", filepath.Join(alt, "libgreet.so.1"), "-Wl,-soname,libgreet.so.1", filepath.Join(src, "greet.c"),
+		filepath.Join(alt, "libdep.so.1"), "-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags")
+	if err := os.Symlink("alt/libgreet.so.1", filepath.Join(tree, "lib", "libgreet.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	cc("-o", filepath.Join(tree, "bin", "hello"), filepath.Join(src, "main.c"), filepath.Join(tree, "lib", "libgreet.so.1"),
+		"-Wl,-rpath,$ORIGIN/../lib", "-Wl,--enable-new-dtags", "-Wl,-rpath-link,"+alt)
+
+	out, err := exec.Command(filepath.Join(tree, "bin", "hello")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "libdep.so.1") {
+		t.Fatalf("the host's loader ran hello (%v, %s): it does not take $ORIGIN from the opened path, and this test's premise is wrong", err, out)
+	}
+	c := closureOf(t, tree)
+	if len(c.missing) != 1 || c.missing[0].Name != "libdep.so.1" || c.missing[0].NeededBy != "/opt/tritonserver/lib/alt/libgreet.so.1" {
+		t.Fatalf("missing = %v, want libdep.so.1 needed by lib/alt/libgreet.so.1 (searched beside lib/libgreet.so.1)", c.missing)
+	}
+
+	// A link beside the opened path, as the alternatives add: both agree.
+	if err := os.Symlink("alt/libdep.so.1", filepath.Join(tree, "lib", "libdep.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(tree, "bin", "hello")).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "dep 3" {
+		t.Fatalf("hello with the link: %v %s", err, out)
+	}
+	if c := closureOf(t, tree); len(c.missing) != 0 {
+		t.Fatalf("missing %v with lib/libdep.so.1 in place", c.missing)
+	}
+}
