@@ -14,6 +14,11 @@
 // Flags: -model FILE (default: written by make_model.py, found through
 // -shared or TRITONBUILD_SHARED), -python (default /usr/bin/python3),
 // -batches 1,8,32, -rounds 3, -number 2000, -repeats 5.
+//
+// With -blas it times a transformer's 768-3072-768 feed-forward block
+// instead, on the BLAS the dynamic loader resolves libblas.so.3 to (the
+// server's) and on netlib's reference BLAS (-reference-blas), one child
+// process each, alternating, and prints the reference/loaded ratio.
 package main
 
 import (
@@ -75,7 +80,24 @@ func main() {
 	repeats := flag.Int("repeats", 5, "timed repeats per batch size (median taken)")
 	gaps := flag.String("gaps", "", "instead: time single forwards after each gap in this list (none,spin,sleep,http,mem)")
 	gapLen := flag.Duration("gap", 50*time.Microsecond, "length of the spin and sleep gaps")
+	blas := flag.Bool("blas", false, "instead: time a 768-3072-768 MLP's forward on the BLAS the loader finds and on -reference-blas")
+	refBLAS := flag.String("reference-blas", "/usr/lib/x86_64-linux-gnu/blas:/usr/lib/x86_64-linux-gnu/lapack", "LD_LIBRARY_PATH for netlib's reference libblas.so.3 and liblapack.so.3 (Debian's libblas3, liblapack3); the first directory holds libblas.so.3")
+	blasChildMode := flag.Bool("blas-child", false, "internal: one -blas measurement of -model in this process, as JSON")
 	flag.Parse()
+	if *blasChildMode {
+		if err := blasChild(*model, *batchList, *number, *repeats); err != nil {
+			fmt.Fprintln(os.Stderr, "torchbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *blas {
+		if err := runBLAS(*python, *refBLAS, *batchList, *rounds, *number, *repeats); err != nil {
+			fmt.Fprintln(os.Stderr, "torchbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *gaps != "" {
 		if err := runGaps(*model, *shared, *python, *gaps, *gapLen, *rounds, *number); err != nil {
 			fmt.Fprintln(os.Stderr, "torchbench:", err)

@@ -596,36 +596,40 @@ const char *tbt_blas(int32_t *tuned) {
   static std::string name;
   static int32_t known = 0;
   std::call_once(once, [] {
-    // Each tuned BLAS exports a version call of its own; look them up where
-    // libtorch's sgemm_ calls resolve (the global scope).
+    // The library libtorch's sgemm_ calls bind to (the first definition in
+    // the global scope), then the version call of a tuned BLAS in that
+    // library or its dependencies: OpenBLAS's libblas.so.3 is a shim over
+    // libopenblas.so.0. Another BLAS loaded beside it (a LAPACK's) must not
+    // count.
+    void *gemm = dlsym(RTLD_DEFAULT, "sgemm_");
+    Dl_info info;
+    if (gemm == nullptr || dladdr(gemm, &info) == 0 || info.dli_fname == nullptr) {
+      return;
+    }
+    // The file behind the soname: the distribution's alternatives make
+    // libblas.so.3 a chain of links.
+    char *real = realpath(info.dli_fname, nullptr);
+    name = real != nullptr ? real : info.dli_fname;
+    std::free(real);
+    void *lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr) {
+      return;
+    }
     using text_fn = const char *(*)();
-    if (auto f = reinterpret_cast<text_fn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    using mkl_fn = void (*)(char *, int);
+    if (auto f = reinterpret_cast<text_fn>(dlsym(lib, "openblas_get_config"))) {
       name = f(); // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Haswell MAX_THREADS=64"
       known = 1;
-      return;
-    }
-    if (auto f = reinterpret_cast<text_fn>(dlsym(RTLD_DEFAULT, "bli_info_get_version_str"))) {
+    } else if (auto f = reinterpret_cast<text_fn>(dlsym(lib, "bli_info_get_version_str"))) {
       name = std::string("BLIS ") + f();
       known = 1;
-      return;
-    }
-    using mkl_fn = void (*)(char *, int);
-    if (auto f = reinterpret_cast<mkl_fn>(dlsym(RTLD_DEFAULT, "mkl_get_version_string"))) {
+    } else if (auto f = reinterpret_cast<mkl_fn>(dlsym(lib, "mkl_get_version_string"))) {
       char buf[256] = {0};
       f(buf, sizeof buf - 1);
       name = buf;
       known = 1;
-      return;
     }
-    void *gemm = dlsym(RTLD_DEFAULT, "sgemm_");
-    Dl_info info;
-    if (gemm != nullptr && dladdr(gemm, &info) != 0 && info.dli_fname != nullptr) {
-      // The file behind the soname: the distribution's alternatives make
-      // libblas.so.3 a chain of links.
-      char *real = realpath(info.dli_fname, nullptr);
-      name = real != nullptr ? real : info.dli_fname;
-      std::free(real);
-    }
+    dlclose(lib);
   });
   if (tuned != nullptr) {
     *tuned = known;
