@@ -42,7 +42,8 @@ func runBLAS(python, refDir, batchList string, rounds, number, repeats int) erro
 	if _, err := os.Stat(filepath.Join(strings.Split(refDir, ":")[0], "libblas.so.3")); err != nil {
 		return fmt.Errorf("-reference-blas: %w (Debian's libblas3 installs netlib's BLAS there)", err)
 	}
-	if _, err := sweep.Levels(batchList); err != nil {
+	batches, err := sweep.Levels(batchList)
+	if err != nil {
 		return fmt.Errorf("-batches: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "torchbench-blas-")
@@ -88,8 +89,8 @@ func runBLAS(python, refDir, batchList string, rounds, number, repeats int) erro
 		fmt.Println("the loader already resolves libblas.so.3 to the reference BLAS: install an optimized one (Debian: libopenblas0-openmp) to compare")
 	}
 	fmt.Printf("%6s | %14s %14s %9s | %14s %14s %9s\n", "batch", "loaded wall us", "ref wall us", "ref/load", "loaded cpu us", "ref cpu us", "ref/load")
-	for _, b := range strings.Split(batchList, ",") {
-		b = strings.TrimSpace(b)
+	for _, n := range batches {
+		b := strconv.Itoa(n) // the children's keys
 		med := func(name string, k int) float64 {
 			var ds []time.Duration
 			for _, br := range runs[name] {
