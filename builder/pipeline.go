@@ -68,6 +68,13 @@ func (p *Project) PlanBuild(ctx context.Context, opts BuildOptions) (*Plan, erro
 	if err != nil {
 		return nil, err
 	}
+	if opts.Out != nil {
+		for _, n := range plan.Nodes {
+			for _, w := range n.Warnings {
+				fmt.Fprintln(opts.Out, "warning: "+w)
+			}
+		}
+	}
 	dc, err := p.Settings.Distribute.Config()
 	if err != nil {
 		return nil, err

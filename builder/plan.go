@@ -47,6 +47,9 @@ type Node struct {
 	External string `json:"external,omitempty"`
 	// Jobs is the parallelism the build would start with, and why.
 	Jobs *JobPlan `json:"jobs,omitempty"`
+	// Warnings are what an external's warn checks found: it is used, but
+	// something about it will cost the user (see recipe.ProbeCheck.Warn).
+	Warnings []string `json:"warnings,omitempty"`
 
 	Recipe       *recipe.Recipe  `json:"-"`
 	Ver          *recipe.Version `json:"-"`
@@ -277,11 +280,11 @@ func (pl *planner) pickVersion(r *recipe.Recipe, c recipe.Constraint) (*recipe.V
 // finish computes the node's source digest, identity, hash and status.
 func (pl *planner) finish(ctx context.Context, n *Node) error {
 	if ext, ok := pl.opts.Settings.Externals[n.Name]; ok {
-		version, err := probeExternal(ctx, n.Recipe, ext)
+		version, warnings, err := probeExternal(ctx, n.Recipe, ext)
 		if err != nil {
 			return err
 		}
-		n.External = ext
+		n.External, n.Warnings = ext, warnings
 		// Show what is installed, not what the recipe would build.
 		if version != "unknown" && version != "" {
 			n.Version = version
@@ -364,8 +367,13 @@ type ExternalError struct {
 	Name, Path, Check, Detail, Help string
 }
 
-func (e *ExternalError) Error() string {
-	msg := fmt.Sprintf("external %s at %s rejected: check %q failed: %s", e.Name, e.Path, e.Check, e.Detail)
+func (e *ExternalError) Error() string { return e.text(" rejected") }
+
+// warning is the same failure of a warn check, which keeps the external.
+func (e *ExternalError) warning() string { return e.text("") }
+
+func (e *ExternalError) text(verdict string) string {
+	msg := fmt.Sprintf("external %s at %s%s: check %q failed: %s", e.Name, e.Path, verdict, e.Check, e.Detail)
 	if e.Help != "" {
 		msg += "; " + e.Help
 	}
@@ -373,13 +381,14 @@ func (e *ExternalError) Error() string {
 }
 
 // probeExternal runs the recipe's probe against prefix and returns the
-// detected version. Every check must pass.
-func probeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string, error) {
+// detected version and what its warn checks found. Every other check must
+// pass.
+func probeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string, []string, error) {
 	if r.Probe == nil {
-		return "", fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.File())
+		return "", nil, fmt.Errorf("external %s at %s: recipe %s has no probe, so an installed copy cannot be checked", r.Name, prefix, r.File())
 	}
 	if st, err := os.Stat(prefix); err != nil || !st.IsDir() {
-		return "", &ExternalError{Name: r.Name, Path: prefix, Check: "prefix exists", Detail: "no such directory", Help: firstHelp(r.Probe)}
+		return "", nil, &ExternalError{Name: r.Name, Path: prefix, Check: "prefix exists", Detail: "no such directory", Help: firstHelp(r.Probe)}
 	}
 	run := func(script string) (string, error) {
 		cmd := exec.CommandContext(ctx, "bash", "-c", script)
@@ -387,37 +396,61 @@ func probeExternal(ctx context.Context, r *recipe.Recipe, prefix string) (string
 		out, err := cmd.CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
-	for _, c := range r.Probe.Checks {
+	// failed says why c does not hold ("" when it does).
+	failed := func(c recipe.ProbeCheck) string {
 		if c.File != "" {
 			if _, err := os.Stat(filepath.Join(prefix, c.File)); err != nil {
-				return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: filepath.Join(prefix, c.File) + " is missing", Help: c.Help}
+				return filepath.Join(prefix, c.File) + " is missing"
 			}
-			continue
+			return ""
 		}
 		out, err := run(c.Run)
 		if err != nil {
-			return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: fmt.Sprintf("`%s` failed: %v: %s", c.Run, err, lastLine(out)), Help: c.Help}
+			return fmt.Sprintf("%s failed: %v: %s", shownCommand(c.Run), err, lastLine(out))
 		}
 		if c.Expect != "" && !regexp.MustCompile(c.Expect).MatchString(out) {
-			return "", &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: fmt.Sprintf("`%s` printed %q, want a match of %q", c.Run, lastLine(out), c.Expect), Help: c.Help}
+			return fmt.Sprintf("%s printed %q, want a match of %q", shownCommand(c.Run), lastLine(out), c.Expect)
 		}
+		return ""
+	}
+	var warnings []string
+	for _, c := range r.Probe.Checks {
+		detail := failed(c)
+		if detail == "" {
+			continue
+		}
+		e := &ExternalError{Name: r.Name, Path: prefix, Check: c.Name, Detail: detail, Help: c.Help}
+		if !c.Warn {
+			return "", nil, e
+		}
+		warnings = append(warnings, e.warning())
 	}
 	version := "unknown"
 	if v := r.Probe.Version; v != nil {
 		out, err := run(v.Run)
 		if err != nil {
-			return "", &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("`%s` failed: %v", v.Run, err), Help: firstHelp(r.Probe)}
+			return "", nil, &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("`%s` failed: %v", v.Run, err), Help: firstHelp(r.Probe)}
 		}
 		version = strings.SplitN(out, "\n", 2)[0]
 		if v.Regex != "" {
 			m := regexp.MustCompile(v.Regex).FindStringSubmatch(out)
 			if m == nil {
-				return "", &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("no match of %q in %q", v.Regex, lastLine(out))}
+				return "", nil, &ExternalError{Name: r.Name, Path: prefix, Check: "version", Detail: fmt.Sprintf("no match of %q in %q", v.Regex, lastLine(out))}
 			}
 			version = m[len(m)-1]
 		}
 	}
-	return version, nil
+	return version, warnings, nil
+}
+
+// shownCommand quotes a one-line command in a message; a script is named
+// by the check it belongs to instead, which the message already gives.
+func shownCommand(run string) string {
+	run = strings.TrimSpace(run)
+	if len(run) > 80 || strings.Contains(run, "\n") {
+		return "its command"
+	}
+	return "`" + run + "`"
 }
 
 func firstHelp(p *recipe.Probe) string {

@@ -316,12 +316,16 @@ type ProbeCommand struct {
 
 // ProbeCheck is one requirement: a command whose output must match Expect,
 // or a file that must exist. Help says what to install when it fails.
+// Warn makes a failure a warning on the plan instead of a rejection, for
+// what still works without it, only slower (a reference BLAS under an
+// installed libtorch, say).
 type ProbeCheck struct {
 	Name   string `yaml:"name" json:"name" jsonschema:"required"`
 	Run    string `yaml:"run" json:"run,omitempty"`
 	Expect string `yaml:"expect" json:"expect,omitempty"`
 	File   string `yaml:"file" json:"file,omitempty"`
 	Help   string `yaml:"help" json:"help,omitempty"`
+	Warn   bool   `yaml:"warn" json:"warn,omitempty"`
 }
 
 // ByteSize is a size written as 512MiB, 1.5GiB, 2G or a plain byte count.

@@ -62,6 +62,19 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// An external that passed its probe can still cost the user
+			// (the recipe's warn checks): say so beside the host's checks.
+			for _, n := range plan.Nodes {
+				if n.Status != builder.StatusExternal {
+					continue
+				}
+				if len(n.Warnings) == 0 {
+					rep.Checks = append(rep.Checks, toolchain.Check{Name: "external " + n.Name, OK: true, Detail: n.Reason + ": its probe passed"})
+				}
+				for _, w := range n.Warnings {
+					rep.Checks = append(rep.Checks, toolchain.Check{Name: "external " + n.Name, Detail: w})
+				}
+			}
 			// Before hours of building depend on them: can the sources
 			// be fetched from here (or are they cached)?
 			ex := &builder.Executor{Store: p.Store, Settings: p.Settings, Config: p.Config}
