@@ -1,8 +1,10 @@
 package main
 
 import (
+	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestBestBatch(t *testing.T) {
@@ -29,5 +31,36 @@ func TestFloorLatency(t *testing.T) {
 	// A core count of 0 (unknown) counts as one.
 	if got := floorLatency(4, 1, 10*us, 10*us, 0, 0); got != 80*us {
 		t.Errorf("floor with no cores = %v, want 80us", got)
+	}
+}
+
+// TestMedianKeepsEveryField: a field median leaves out reads as zero in
+// the summary (an execute time of zero would lower the model.py floor
+// without a word), so every field of three results must come through.
+func TestMedianKeepsEveryField(t *testing.T) {
+	var rs []result
+	for k := 1; k <= 3; k++ {
+		r := result{}
+		v := reflect.ValueOf(&r).Elem()
+		for i := 0; i < v.NumField(); i++ {
+			// The fields are unexported: reach them through their address.
+			f := v.Field(i)
+			f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+			switch f.Kind() {
+			case reflect.Int64:
+				f.SetInt(int64(k) * 1000)
+			case reflect.Float64:
+				f.SetFloat(float64(k))
+			default:
+				t.Fatalf("result.%s: a field of kind %s, which this test does not fill", v.Type().Field(i).Name, f.Kind())
+			}
+		}
+		rs = append(rs, r)
+	}
+	m := reflect.ValueOf(median(rs))
+	for i := 0; i < m.NumField(); i++ {
+		if m.Field(i).IsZero() {
+			t.Errorf("median leaves result.%s out", m.Type().Field(i).Name)
+		}
 	}
 }

@@ -35,7 +35,11 @@
 // stubparts.py, and the pytorch row's CPU per request for the server's
 // share. The python row's mean latency is printed as a multiple of it,
 // and each goal line gives the floor's distance from the pytorch p50,
-// so a goal below the floor shows as out of this machine's reach.
+// so a goal below the floor shows as out of this machine's reach. A
+// second floor takes model.py's execute alone in place of the stub's
+// whole work (no frame to parse, no requests to build, no outputs to
+// write): what no server running this model.py on this machine could
+// beat, whatever its transport and stub cost.
 //
 // Beside latency and throughput each row gives the requests per Execute
 // and the CPU time per request of the peer's processes (this one, plus the
@@ -121,6 +125,7 @@ type result struct {
 	throughput float64       // requests per second
 	batch      float64       // requests per Execute
 	cpu        time.Duration // CPU time per request, every process of the peer
+	execute    time.Duration // time inside the backend's Execute per request (wall)
 	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
 }
 
@@ -323,21 +328,31 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			sizes[bestBatch(c, maxBatch)] = true
 			sizes[max(1, int(math.Round(med[key{"python backend", maxBatch, c}].batch)))] = true
 		}
-		loop, err := stubLoop(py, filepath.Join(modelDir, "1", "model.py"), slices.Sorted(maps.Keys(sizes)))
+		times, err := stubLoop(py, filepath.Join(modelDir, "1", "model.py"), slices.Sorted(maps.Keys(sizes)))
 		if err != nil {
 			return 0, err
 		}
+		loop := times.execute
 		cores := runtime.NumCPU()
-		floorOver := map[int]time.Duration{}
+		floorOver, modelOver := map[int]time.Duration{}, map[int]time.Duration{}
 		fmt.Printf("floor: the least mean latency the python backend could have on %d cores, from this run: the stub's own work on a batch in a loop (bench/python/stubparts.py) plus the pytorch row's CPU per request for the server's share\n", cores)
 		for _, c := range levels {
 			p, t := med[key{"python backend", maxBatch, c}], med[key{"pytorch backend", maxBatch, c}]
 			best, seen := bestBatch(c, maxBatch), max(1, int(math.Round(p.batch)))
 			fl := floorLatency(c, best, loop[best], t.cpu, t.p50, cores)
 			floorOver[c] = fl - t.p50
+			// What no server of this model.py goes below: its execute
+			// alone, with no stub framework and no transport at all, and
+			// the pytorch row's CPU without its Execute (the forward,
+			// which model.py runs itself; wall time, so if anything more
+			// than its CPU and the floor lower).
+			bare := floorLatency(c, best, times.model[best], max(t.cpu-t.execute, 0), t.p50, cores)
+			modelOver[c] = bare - t.p50
 			mean := time.Duration(float64(c) / p.throughput * float64(time.Second))
 			fmt.Printf("  conc %2d: floor %.1f us at batches of %d (loop %.1f us a batch), %.1f us at this row's %d; python mean latency %.1f us (conc/throughput): %.2fx the floor\n",
 				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores)), seen, us(mean), float64(mean)/float64(fl))
+			fmt.Printf("           model.py alone: %.1f us at batches of %d (its execute %.1f us a batch, none of the stub's work, no transport; the server's share %.1f us a request, the pytorch row's CPU less its Execute)\n",
+				us(bare), best, us(times.model[best]), us(max(t.cpu-t.execute, 0)))
 		}
 		limit := goals.PythonOverPytorch(instances)
 		fmt.Printf("goals (issue 18), %d instance(s), dynamic batching:\n", instances)
@@ -348,8 +363,8 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 				verdict = "MISSED"
 				missed++
 			}
-			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s (the floor's mean is %+.1f us over pytorch's p50)\n",
-				c, us(over), us(limit), verdict, us(floorOver[c]))
+			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s (the floor's mean is %+.1f us over pytorch's p50, model.py alone %+.1f us)\n",
+				c, us(over), us(limit), verdict, us(floorOver[c]), us(modelOver[c]))
 		}
 	}
 	fmt.Printf("load average at the end: %s\n", machine.LoadAvg())
@@ -358,10 +373,12 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 
 // pool lends loaded instances to a scheduler; closing the scheduler leaves
 // them loaded for the next measurement. It counts the Execute calls, so
-// the table can say how many requests each batch held.
+// the table can say how many requests each batch held, and sums the time
+// they took.
 type pool struct {
 	insts    []backend.Instance
 	executes atomic.Int64
+	busy     atomic.Int64 // nanoseconds inside Execute, all instances
 }
 
 func (p *pool) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
@@ -375,6 +392,8 @@ type lent struct {
 
 func (l lent) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
 	l.p.executes.Add(1)
+	start := time.Now()
+	defer func() { l.p.busy.Add(int64(time.Since(start))) }()
 	return l.Instance.Execute(ctx, reqs)
 }
 
@@ -471,7 +490,8 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds(),
-		batch: float64(requests) / float64(max(lender.executes.Load(), 1)), cpu: (cpu1 - cpu0) / time.Duration(requests), stubCPU: (stub1 - stub0) / time.Duration(requests)}, nil
+		batch: float64(requests) / float64(max(lender.executes.Load(), 1)), cpu: (cpu1 - cpu0) / time.Duration(requests), stubCPU: (stub1 - stub0) / time.Duration(requests),
+		execute: time.Duration(lender.busy.Load()) / time.Duration(requests)}, nil
 }
 
 // directPy times model.py's execute() on one request built with our
@@ -535,9 +555,16 @@ func floorLatency(c, b int, loop, serverCPU, torchP50 time.Duration, cores int) 
 	return max(loop+torchP50, time.Duration(c)*perRequest/time.Duration(max(cores, 1)))
 }
 
+// stubTimes is what stubparts.py times in a loop for each batch size:
+// the stub's whole Stub.execute (its framework around model.py included),
+// and model.py's execute(requests) alone on requests built beforehand.
+type stubTimes struct {
+	execute, model map[int]time.Duration
+}
+
 // stubLoop runs bench/python/stubparts.py for the given batch sizes and
-// returns the whole Stub.execute per batch it timed for each.
-func stubLoop(py, modelPy string, sizes []int) (map[int]time.Duration, error) {
+// returns its times per batch for each.
+func stubLoop(py, modelPy string, sizes []int) (stubTimes, error) {
 	args := []string{filepath.Join("bench", "python", "stubparts.py"), "--json", "--model", modelPy}
 	for _, n := range sizes {
 		args = append(args, strconv.Itoa(n))
@@ -546,23 +573,25 @@ func stubLoop(py, modelPy string, sizes []int) (map[int]time.Duration, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("stubparts.py: %w\n%s", err, ee.Stderr)
+			return stubTimes{}, fmt.Errorf("stubparts.py: %w\n%s", err, ee.Stderr)
 		}
-		return nil, fmt.Errorf("stubparts.py: %w", err)
+		return stubTimes{}, fmt.Errorf("stubparts.py: %w", err)
 	}
-	var byN map[string]float64
-	if err := json.Unmarshal([]byte(lastLine(string(out))), &byN); err != nil {
-		return nil, fmt.Errorf("stubparts.py output %q: %w", out, err)
+	var byPart map[string]map[string]float64
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &byPart); err != nil {
+		return stubTimes{}, fmt.Errorf("stubparts.py output %q: %w", out, err)
 	}
-	loop := map[int]time.Duration{}
-	for _, n := range sizes {
-		v, ok := byN[strconv.Itoa(n)]
-		if !ok {
-			return nil, fmt.Errorf("stubparts.py gave no figure for a batch of %d: %q", n, out)
+	times := stubTimes{execute: map[int]time.Duration{}, model: map[int]time.Duration{}}
+	for part, into := range map[string]map[int]time.Duration{"execute": times.execute, "model": times.model} {
+		for _, n := range sizes {
+			v, ok := byPart[part][strconv.Itoa(n)]
+			if !ok {
+				return stubTimes{}, fmt.Errorf("stubparts.py gave no %q figure for a batch of %d: %q", part, n, out)
+			}
+			into[n] = time.Duration(v * float64(time.Microsecond))
 		}
-		loop[n] = time.Duration(v * float64(time.Microsecond))
 	}
-	return loop, nil
+	return times, nil
 }
 
 func lastLine(s string) string {
@@ -581,6 +610,7 @@ func median(rs []result) result {
 		batch:      sweep.Median(rs, func(r result) float64 { return r.batch }),
 		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
 		stubCPU:    sweep.Median(rs, func(r result) time.Duration { return r.stubCPU }),
+		execute:    sweep.Median(rs, func(r result) time.Duration { return r.execute }),
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 
 // TestStubLoopTimesTheGivenModel: the floor's loop runs the model.py of
 // the run's -seed, not always the report's: a model.py that answers no
-// outputs fails it, the report's passes.
+// outputs fails it, the report's passes, with model.py's own execute
+// timed apart from (and below) the stub's whole one.
 func TestStubLoopTimesTheGivenModel(t *testing.T) {
 	const py = "/usr/bin/python3"
 	testenv.NeedPython(t, py, "torch", "numpy")
@@ -27,8 +28,15 @@ func TestStubLoopTimesTheGivenModel(t *testing.T) {
 		t.Fatalf("a model.py that does not exist: want it named, got %v", err)
 	}
 	report := filepath.Join("runtime", "python", "testdata", "seed-model-repository-batched", "simple_linear", "1", "model.py")
-	loop, err := stubLoop(py, report, []int{1})
-	if err != nil || loop[1] <= 0 {
-		t.Fatalf("the report's model.py: %v %v", loop, err)
+	times, err := stubLoop(py, report, []int{1, 3})
+	if err != nil {
+		t.Fatalf("the report's model.py: %v", err)
+	}
+	for _, n := range []int{1, 3} {
+		// model.py's execute is a part of Stub.execute, which also parses
+		// the frame, builds the requests and writes the outputs.
+		if m, e := times.model[n], times.execute[n]; m <= 0 || e <= m {
+			t.Errorf("a batch of %d: model.py alone %v, the whole Stub.execute %v: want 0 < model < whole", n, m, e)
+		}
 	}
 }

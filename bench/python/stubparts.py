@@ -11,9 +11,12 @@ Run from the repository root with the interpreter that has torch:
 
     /usr/bin/python3 bench/python/stubparts.py 1 3 8
 
-With --json first, the table is replaced by one JSON object mapping each N
-to the whole Stub.execute in microseconds: bench/python runs it that way,
-in the same run, to put a floor beside its measured rows. --model PATH
+With --json first, the table is replaced by one JSON object of two maps
+from each N to microseconds: "execute", the whole Stub.execute, and
+"model", model.py's execute(requests) alone on requests built beforehand
+(none of the stub's own work). bench/python runs it that way, in the same
+run, to put two floors beside its measured rows: the stub's, and one that
+no server of model.py can go below. --model PATH
 (before the sizes) times another model.py of the same inputs and outputs
 in place of the report's: bench/python passes the one its -seed gives.
 """
@@ -108,7 +111,7 @@ def main(argv):
     if not as_json:
         print("%3s %10s %14s %14s %16s %10s" % ("N", "parse us", "requests us", "model.py us", "Stub.execute us",
                                                  "rest us"))
-    wholes = {}
+    wholes, models = {}, {}
     for n in sizes:
         data = frame(shm, n, np)
         msg = json.loads(data)
@@ -125,12 +128,13 @@ def main(argv):
         build = per_call_us(requests)
         model = per_call_us(lambda: stub.model.execute(built))
         whole = per_call_us(lambda: stub.execute(json.loads(data)))
-        wholes[n] = whole
+        wholes[n], models[n] = whole, model
         if not as_json:
             print("%3d %10.1f %14.1f %14.1f %16.1f %10.1f" % (n, parse, build, model, whole,
                                                             whole - parse - build - model))
     if as_json:
-        print(json.dumps({str(n): us for n, us in wholes.items()}))
+        print(json.dumps({"execute": {str(n): us for n, us in wholes.items()},
+                          "model": {str(n): us for n, us in models.items()}}))
     return 0
 
 
