@@ -20,16 +20,22 @@ func TestBestBatch(t *testing.T) {
 func TestFloorLatency(t *testing.T) {
 	us := time.Microsecond
 	// 16 clients, batches of 8 taking 96 us in the loop (12 us a request),
-	// 10 us of server CPU a request, 2 cores: 16 * 22 / 2 = 176 us.
-	if got := floorLatency(16, 8, 96*us, 10*us, 5*us, 2); got != 176*us {
+	// 10 us of server CPU a request, 2 cores and 4 stubs: 16 * 22 / 2 =
+	// 176 us.
+	if got := floorLatency(16, 8, 96*us, 10*us, 5*us, 2, 4); got != 176*us {
 		t.Errorf("throughput-bound floor = %v, want 176us", got)
 	}
+	// The same with one stub: its batches run one at a time, so 16 * 12
+	// us of stub work a request on one CPU bounds it: 192 us.
+	if got := floorLatency(16, 8, 96*us, 10*us, 5*us, 2, 1); got != 192*us {
+		t.Errorf("floor with one stub = %v, want 192us", got)
+	}
 	// One client: the batch's own loop plus the pytorch p50 is the bound.
-	if got := floorLatency(1, 1, 14*us, 10*us, 7*us, 2); got != 21*us {
+	if got := floorLatency(1, 1, 14*us, 10*us, 7*us, 2, 4); got != 21*us {
 		t.Errorf("latency-bound floor = %v, want 21us", got)
 	}
 	// A core count of 0 (unknown) counts as one.
-	if got := floorLatency(4, 1, 10*us, 10*us, 0, 0); got != 80*us {
+	if got := floorLatency(4, 1, 10*us, 10*us, 0, 0, 4); got != 80*us {
 		t.Errorf("floor with no cores = %v, want 80us", got)
 	}
 }

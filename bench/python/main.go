@@ -339,18 +339,18 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		for _, c := range levels {
 			p, t := med[key{"python backend", maxBatch, c}], med[key{"pytorch backend", maxBatch, c}]
 			best, seen := bestBatch(c, maxBatch), max(1, int(math.Round(p.batch)))
-			fl := floorLatency(c, best, loop[best], t.cpu, t.p50, cores)
+			fl := floorLatency(c, best, loop[best], t.cpu, t.p50, cores, instances)
 			floorOver[c] = fl - t.p50
 			// What no server of this model.py goes below: its execute
 			// alone, with no stub framework and no transport at all, and
 			// the pytorch row's CPU without its Execute (the forward,
 			// which model.py runs itself; wall time, so if anything more
 			// than its CPU and the floor lower).
-			bare := floorLatency(c, best, times.model[best], max(t.cpu-t.execute, 0), t.p50, cores)
+			bare := floorLatency(c, best, times.model[best], max(t.cpu-t.execute, 0), t.p50, cores, instances)
 			modelOver[c] = bare - t.p50
 			mean := time.Duration(float64(c) / p.throughput * float64(time.Second))
 			fmt.Printf("  conc %2d: floor %.1f us at batches of %d (loop %.1f us a batch), %.1f us at this row's %d; python mean latency %.1f us (conc/throughput): %.2fx the floor\n",
-				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores)), seen, us(mean), float64(mean)/float64(fl))
+				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores, instances)), seen, us(mean), float64(mean)/float64(fl))
 			fmt.Printf("           model.py alone: %.1f us at batches of %d (its execute %.1f us a batch, none of the stub's work, no transport; the server's share %.1f us a request, the pytorch row's CPU less its Execute)\n",
 				us(bare), best, us(times.model[best]), us(max(t.cpu-t.execute, 0)))
 		}
@@ -548,11 +548,16 @@ func bestBatch(c, maxBatch int) int {
 // loop (loop, no pipe, poll or server) plus serverCPU, the pytorch row's
 // whole CPU per request (clients, scheduler and a forward), standing in
 // for the server's share; cores do that much work per second at most,
-// and by Little's law c clients then wait c/throughput each. Nor can a
-// request take less than its batch's loop plus the pytorch row's p50.
-func floorLatency(c, b int, loop, serverCPU, torchP50 time.Duration, cores int) time.Duration {
+// and by Little's law c clients then wait c/throughput each. The stubs'
+// part runs on no more CPUs than there are stubs (instances), whatever
+// the cores: one stub executes one batch at a time. Nor can a request
+// take less than its batch's loop plus the pytorch row's p50.
+func floorLatency(c, b int, loop, serverCPU, torchP50 time.Duration, cores, instances int) time.Duration {
+	cores = max(cores, 1)
 	perRequest := loop/time.Duration(b) + serverCPU
-	return max(loop+torchP50, time.Duration(c)*perRequest/time.Duration(max(cores, 1)))
+	byCores := time.Duration(c) * perRequest / time.Duration(cores)
+	byStubs := time.Duration(c) * loop / time.Duration(b*max(min(instances, cores), 1))
+	return max(loop+torchP50, byCores, byStubs)
 }
 
 // stubTimes is what stubparts.py times in a loop for each batch size:
