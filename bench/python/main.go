@@ -346,13 +346,14 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 			// the pytorch row's CPU without its Execute (the forward,
 			// which model.py runs itself; wall time, so if anything more
 			// than its CPU and the floor lower).
-			bare := floorLatency(c, best, times.model[best], max(t.cpu-t.execute, 0), t.p50, cores, instances)
+			share := max(t.cpu-t.execute, 0)
+			bare := floorLatency(c, best, times.model[best], share, t.p50, cores, instances)
 			modelOver[c] = bare - t.p50
 			mean := time.Duration(float64(c) / p.throughput * float64(time.Second))
 			fmt.Printf("  conc %2d: floor %.1f us at batches of %d (loop %.1f us a batch), %.1f us at this row's %d; python mean latency %.1f us (conc/throughput): %.2fx the floor\n",
 				c, us(fl), best, us(loop[best]), us(floorLatency(c, seen, loop[seen], t.cpu, t.p50, cores, instances)), seen, us(mean), float64(mean)/float64(fl))
 			fmt.Printf("           model.py alone: %.1f us at batches of %d (its execute %.1f us a batch, none of the stub's work, no transport; the server's share %.1f us a request, the pytorch row's CPU less its Execute)\n",
-				us(bare), best, us(times.model[best]), us(max(t.cpu-t.execute, 0)))
+				us(bare), best, us(times.model[best]), us(share))
 		}
 		limit := goals.PythonOverPytorch(instances)
 		fmt.Printf("goals (issue 18), %d instance(s), dynamic batching:\n", instances)
