@@ -583,6 +583,13 @@ func stubLoop(py, modelPy string, sizes []int) (stubTimes, error) {
 		}
 		return stubTimes{}, fmt.Errorf("stubparts.py: %w", err)
 	}
+	return parseStubTimes(out, sizes)
+}
+
+// parseStubTimes reads the last line of stubparts.py --json's output:
+// {"execute": {"N": us, ...}, "model": {"N": us, ...}}, with a positive
+// figure of each for every size asked.
+func parseStubTimes(out []byte, sizes []int) (stubTimes, error) {
 	var byPart map[string]map[string]float64
 	if err := json.Unmarshal([]byte(lastLine(string(out))), &byPart); err != nil {
 		return stubTimes{}, fmt.Errorf("stubparts.py output %q: %w", out, err)
@@ -591,7 +598,7 @@ func stubLoop(py, modelPy string, sizes []int) (stubTimes, error) {
 	for part, into := range map[string]map[int]time.Duration{"execute": times.execute, "model": times.model} {
 		for _, n := range sizes {
 			v, ok := byPart[part][strconv.Itoa(n)]
-			if !ok {
+			if !ok || !(v > 0) {
 				return stubTimes{}, fmt.Errorf("stubparts.py gave no %q figure for a batch of %d: %q", part, n, out)
 			}
 			into[n] = time.Duration(v * float64(time.Microsecond))
