@@ -53,7 +53,7 @@ func TestMedianKeepsEveryField(t *testing.T) {
 			f := v.Field(i)
 			f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
 			switch f.Kind() {
-			case reflect.Int64:
+			case reflect.Int64, reflect.Int:
 				f.SetInt(int64(k) * 1000)
 			case reflect.Float64:
 				f.SetFloat(float64(k))

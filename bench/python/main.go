@@ -94,6 +94,7 @@ func main() {
 	makeModel := flag.String("make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
+	execConc := flag.String("execute-concurrency", "", "python backend execute-concurrency: auto or all (empty: the backend's default, auto)")
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
 	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
 	heapFloor := flag.Int64("gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
@@ -110,7 +111,16 @@ func main() {
 	if *slots < 0 {
 		log.Fatalf("-exec-slots %d: want 0 (off) or a positive count", *slots)
 	}
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, *makeModel, time.Duration(*pollUs)*time.Microsecond, *sched, *batching == "config", *slots)
+	// The python backend's settings beyond the interpreter, as
+	// --backend-config=python,<key>=<value> would give them.
+	pyConfig := map[string]string{}
+	if *sched != "" {
+		pyConfig[python.KeyStubScheduling] = *sched
+	}
+	if *execConc != "" {
+		pyConfig[python.KeyExecuteConcurrency] = *execConc
+	}
+	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, *makeModel, time.Duration(*pollUs)*time.Microsecond, pyConfig, *batching == "config", *slots)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,9 +137,10 @@ type result struct {
 	cpu        time.Duration // CPU time per request, every process of the peer
 	execute    time.Duration // time inside the backend's Execute per request (wall)
 	stubCPU    time.Duration // the part of cpu spent in the python backend's stubs
+	active     int           // instances the scheduler let execute at once at the end
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed, makeModel string, poll time.Duration, sched string, configBatching bool, slots int) (int, error) {
+func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed, makeModel string, poll time.Duration, pyConfig map[string]string, configBatching bool, slots int) (int, error) {
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -173,9 +184,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		maxBatch = int(mc.GetMaxBatchSize())
 	}
 	config := map[string]string{python.KeyInterpreter: py}
-	if sched != "" {
-		config[python.KeyStubScheduling] = sched
-	}
+	maps.Copy(config, pyConfig)
 	spec := func(file string) *backend.ModelSpec {
 		return &backend.ModelSpec{
 			Name: "simple_linear", Version: 1, ModelDir: modelDir, VersionDir: filepath.Join(modelDir, "1"),
@@ -293,7 +302,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		fmt.Printf("; rate limiter: each instance needs 1 of %d copies of cpu", slots)
 	}
 	fmt.Println()
-	fmt.Printf("%-16s %9s %5s %10s %10s %12s %10s %10s %9s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s", "reqs/exec", "CPU us/req", "in stubs")
+	fmt.Printf("%-16s %9s %5s %10s %10s %12s %10s %10s %9s %7s\n", "peer", "max batch", "conc", "p50 us", "p99 us", "req/s", "reqs/exec", "CPU us/req", "in stubs", "active")
 	med := map[key]result{}
 	for _, mb := range modes {
 		for _, c := range levels {
@@ -301,7 +310,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 				k := key{p.name, mb, c}
 				m := median(results[k])
 				med[k] = m
-				fmt.Printf("%-16s %9d %5d %10.1f %10.1f %12.0f %10.1f %10.1f %9.1f\n", p.name, mb, c, us(m.p50), us(m.p99), m.throughput, m.batch, us(m.cpu), us(m.stubCPU))
+				fmt.Printf("%-16s %9d %5d %10.1f %10.1f %12.0f %10.1f %10.1f %9.1f %7d\n", p.name, mb, c, us(m.p50), us(m.p99), m.throughput, m.batch, us(m.cpu), us(m.stubCPU), m.active)
 			}
 		}
 	}
@@ -383,7 +392,11 @@ type pool struct {
 }
 
 func (p *pool) NewInstance(_ context.Context, _ *backend.ModelSpec, idx int) (backend.Instance, error) {
-	return lent{p.insts[idx], p}, nil
+	l := lent{p.insts[idx], p}
+	if _, ok := l.Instance.(scheduler.CPUMeter); ok {
+		return meteredLent{l}, nil
+	}
+	return l, nil
 }
 
 type lent struct {
@@ -399,6 +412,14 @@ func (l lent) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.
 }
 
 func (lent) Close() error { return nil }
+
+// meteredLent lends an instance that reports its CPU (a python stub), so
+// that the scheduler concentrates its executes as the server's would.
+type meteredLent struct{ lent }
+
+func (l meteredLent) ExecCPU() (run, wait time.Duration, ok bool) {
+	return l.Instance.(scheduler.CPUMeter).ExecCPU()
+}
 
 // measure runs requests calls from c client goroutines through the server's
 // own scheduler (runtime/scheduler) over the instances: each request goes to
@@ -446,53 +467,72 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 		stubs, err = machine.CPUTime(pids[1:]...)
 		return all, stubs, err
 	}
+	// drive runs n requests from c clients, timing each into lat when
+	// lat is not nil.
+	drive := func(n int, lat []time.Duration) error {
+		var next atomic.Int64
+		errs := make(chan error, c)
+		var clients sync.WaitGroup
+		for g := 0; g < c; g++ {
+			clients.Add(1)
+			go func() {
+				defer clients.Done()
+				r := req()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= n {
+						return
+					}
+					t0 := time.Now()
+					resp, err := s.Infer(ctx, r)
+					if lat != nil {
+						lat[i] = time.Since(t0)
+					}
+					if err == nil {
+						err = resp.Err
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		clients.Wait()
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
+	}
+	// A server runs on: a quarter of the requests first, untimed, brings
+	// the scheduler to where this load keeps it (the python backend's
+	// concentrator settles within a few 100 ms windows).
+	if err := drive(requests/4, nil); err != nil {
+		return result{}, err
+	}
+	lender.executes.Store(0)
+	lender.busy.Store(0)
 	cpu0, stub0, err := cpuTimes()
 	if err != nil {
 		return result{}, err
 	}
 	lat := make([]time.Duration, requests)
-	var next atomic.Int64
-	errs := make(chan error, c)
-	var clients sync.WaitGroup
 	start := time.Now()
-	for g := 0; g < c; g++ {
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
-			r := req()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= requests {
-					return
-				}
-				t0 := time.Now()
-				resp, err := s.Infer(ctx, r)
-				lat[i] = time.Since(t0)
-				if err == nil {
-					err = resp.Err
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
+	if err := drive(requests, lat); err != nil {
+		return result{}, err
 	}
-	clients.Wait()
 	elapsed := time.Since(start)
 	cpu1, stub1, err := cpuTimes()
 	if err != nil {
 		return result{}, err
 	}
-	select {
-	case err := <-errs:
-		return result{}, err
-	default:
-	}
+	active := s.Active()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return result{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], throughput: float64(requests) / elapsed.Seconds(),
 		batch: float64(requests) / float64(max(lender.executes.Load(), 1)), cpu: (cpu1 - cpu0) / time.Duration(requests), stubCPU: (stub1 - stub0) / time.Duration(requests),
-		execute: time.Duration(lender.busy.Load()) / time.Duration(requests)}, nil
+		execute: time.Duration(lender.busy.Load()) / time.Duration(requests), active: active}, nil
 }
 
 // directPy times model.py's execute() on one request built with our
@@ -624,6 +664,7 @@ func median(rs []result) result {
 		cpu:        sweep.Median(rs, func(r result) time.Duration { return r.cpu }),
 		stubCPU:    sweep.Median(rs, func(r result) time.Duration { return r.stubCPU }),
 		execute:    sweep.Median(rs, func(r result) time.Duration { return r.execute }),
+		active:     sweep.Median(rs, func(r result) int { return r.active }),
 	}
 }
 

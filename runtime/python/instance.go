@@ -47,7 +47,8 @@ type Instance struct {
 	spin *spinBudget // the backend's; nil: poll without limit
 
 	// sched is the backend's policy of stubs on auto; running is the
-	// stub it switches (read without mu, which a running batch holds).
+	// latest stub started, which it switches and whose CPU ExecCPU reads
+	// (read without mu, which a running batch holds).
 	sched   *stubSched
 	running atomic.Pointer[stubProc]
 
@@ -94,6 +95,21 @@ func (in *Instance) Restarts() int {
 	return in.restarts
 }
 
+// ExecCPU returns the CPU time and run-queue wait of the thread that runs
+// the running stub's executes, its main thread (scheduler.CPUMeter); ok
+// is false under execute-concurrency=all, before a stub started, and
+// where the kernel keeps no schedstats.
+func (in *Instance) ExecCPU() (run, wait time.Duration, ok bool) {
+	if !in.set.concentrate {
+		return 0, 0, false
+	}
+	p := in.running.Load()
+	if p == nil {
+		return 0, 0, false
+	}
+	return p.execCPU()
+}
+
 // PID returns the running stub's process id, or 0 when none runs.
 func (in *Instance) PID() int {
 	in.mu.Lock()
@@ -137,8 +153,8 @@ func (in *Instance) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)
 	}
+	in.running.Store(proc)
 	if in.set.schedAuto {
-		in.running.Store(proc)
 		in.sched.settle(proc, batch, in.warnSched)
 	}
 	body, err := json.Marshal(map[string]any{

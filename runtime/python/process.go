@@ -24,8 +24,13 @@ type stubProc struct {
 	stdout *lineLogger
 	stderr *lineLogger
 
-	exited  chan struct{} // closed once the process has been reaped
-	waitErr error         // valid after exited is closed
+	exited chan struct{} // closed once the process has been reaped
+	// schedstat is /proc/<pid>/schedstat, the main thread's CPU figures,
+	// open while the process lives (nil where it cannot be opened). The
+	// descriptor names the process, not the number, so a reused pid is
+	// never read.
+	schedstat *os.File
+	waitErr   error // valid after exited is closed
 
 	// Once the reader runs (startReader), every frame from the stub goes
 	// through it: replies to the server's frames to replies, the stub's
@@ -173,8 +178,14 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 		replies:  make(chan []byte, 16),
 		readDone: make(chan struct{}),
 	}
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/schedstat", p.pid)); err == nil {
+		p.schedstat = f
+	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		if p.schedstat != nil {
+			p.schedstat.Close()
+		}
 		// Whatever model.py started in the stub's process group (a
 		// subprocess, a multiprocessing worker) ends with the stub, however
 		// the stub ended: finalize, a crash or a kill.
@@ -233,6 +244,30 @@ func (p *stubProc) exitStatus(d time.Duration) string {
 		return "exit status 0"
 	}
 	return p.waitErr.Error()
+}
+
+// execCPU reads the main thread's CPU time and run-queue wait, the first
+// two fields of schedstat (nanoseconds); ok is false once the process is
+// gone or where schedstat is missing.
+func (p *stubProc) execCPU() (run, wait time.Duration, ok bool) {
+	if p.schedstat == nil {
+		return 0, 0, false
+	}
+	var buf [96]byte
+	n, err := p.schedstat.ReadAt(buf[:], 0)
+	if n == 0 || (err != nil && !errors.Is(err, io.EOF)) {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(buf[:n]))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseInt(f[0], 10, 64)
+	w, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(r), time.Duration(w), true
 }
 
 // alive reports whether the process is still running.

@@ -131,6 +131,16 @@ const (
 	// (docs/performance.md).
 	// Processes model.py starts inherit the policy.
 	KeyStubScheduling = "stub-scheduling"
+	// KeyExecuteConcurrency is how many of a model's instances execute at
+	// once: "all", as Triton (every instance takes batches as they come),
+	// or "auto", the default: every instance while the stubs' executes
+	// wait on something other than a core, and fewer while their threads
+	// spend a large share of what they ask of the CPU waiting for one, so
+	// that the batches go to the stubs that just ran and grow there
+	// instead of splitting across stubs that take turns on the cores
+	// (the scheduler's concentrator, which reads each stub's
+	// /proc/<pid>/schedstat once per 100 ms window).
+	KeyExecuteConcurrency = "execute-concurrency"
 )
 
 // Defaults for Options fields left zero.
@@ -248,6 +258,7 @@ type settings struct {
 	memoryBytes       int64         // 0: none
 	schedAuto         bool          // stub-scheduling=auto: stubSched decides
 	schedBatch        bool          // otherwise: stubs run SCHED_BATCH (KeyStubScheduling)
+	concentrate       bool          // execute-concurrency=auto: report the stubs' CPU
 }
 
 func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
@@ -264,6 +275,7 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 		poll:              defaultLimit(b.opts.Poll, DefaultPoll),
 		logBytesPerSec:    DefaultLogBytesPerSec,
 		schedAuto:         true,
+		concentrate:       true,
 	}
 	if s.interpreter == "" {
 		s.interpreter = DefaultInterpreter
@@ -351,6 +363,15 @@ func (b *Backend) settings(spec *backend.ModelSpec) (settings, error) {
 				s.schedAuto = true
 			default:
 				err = fmt.Errorf("backend config python,%s=%q: want auto, batch or normal", k, v)
+			}
+		case KeyExecuteConcurrency:
+			switch v {
+			case "auto":
+				s.concentrate = true
+			case "all":
+				s.concentrate = false
+			default:
+				err = fmt.Errorf("backend config python,%s=%q: want auto or all", k, v)
 			}
 		}
 		if err != nil {

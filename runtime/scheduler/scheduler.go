@@ -17,6 +17,10 @@
 // instance, and (with one priority level without a DELAY policy) the
 // gathering worker is woken only when the queued rows let the batch close
 // or its delay ends, not by every request.
+//
+// Instances that report their CPU (python stubs) may execute fewer at
+// once than there are (concentrate.go): as many as their threads' waits
+// for a core allow.
 package scheduler
 
 import (
@@ -201,6 +205,10 @@ type Scheduler struct {
 	// seq routes requests under the sequence batcher; nil otherwise.
 	seq *sequencer
 
+	// conc decides how many instances execute at once when they report
+	// their CPU (concentrate.go); nil otherwise.
+	conc *concentrator
+
 	// swept is set once Close answered what was queued (sweepMu
 	// serialises the sweeps of Close and of late submits).
 	sweepMu sync.Mutex
@@ -349,6 +357,9 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 			go s.seq.reap(s.stop)
 		}
 		return s, nil
+	}
+	if len(s.instances) > 1 && !cfg.Decoupled {
+		s.conc = newConcentrator(s.instances, time.Now())
 	}
 	for i, inst := range s.instances {
 		// Room for two: a worker that took a queued job while being popped
@@ -547,6 +558,11 @@ func (s *Scheduler) next(mine chan *job) *job {
 	case j := <-mine:
 		return j
 	default:
+	}
+	if s.conc != nil {
+		if ok, j := s.conc.park(mine, s.stop); !ok || j != nil {
+			return j
+		}
 	}
 	// What is queued while a batch gathers is that batch's; the worker
 	// that closes it wakes an idle one for what it leaves (work).
@@ -990,9 +1006,17 @@ func (s *Scheduler) execute(inst backend.Instance, batch []*job, reqs []*backend
 	run.mu.Lock()
 	run.batch = batch
 	run.mu.Unlock()
+	var along int32
+	if s.conc != nil {
+		along = s.conc.executing.Add(1)
+	}
 	t1 := time.Now()
 	resps, err := inst.Execute(s.execCtx, reqs)
 	t2 := time.Now()
+	if s.conc != nil {
+		s.conc.executing.Add(-1)
+		s.conc.observe(t2.Sub(t1), along, s.queued.Load() > 0, t2)
+	}
 	run.mu.Lock()
 	abandoned := run.abandoned
 	run.batch = nil
