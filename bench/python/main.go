@@ -94,6 +94,7 @@ func main() {
 	makeModel := flag.String("make-model", "runtime/python/testdata/make_model.py", "the script that writes simple_linear's model.pt (the report's model)")
 	goals := flag.Bool("goals", true, "check issue 18's python backend goals and exit 1 when one misses")
 	sched := flag.String("stub-scheduling", "", "python backend stub-scheduling: auto, batch or normal (empty: the backend's default, auto)")
+	warm := flag.Duration("warm", time.Second, "untimed load before each measurement, so that the scheduler has settled where the load keeps it")
 	execConc := flag.String("execute-concurrency", "", "python backend execute-concurrency: auto or all (empty: the backend's default, auto)")
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
 	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
@@ -108,6 +109,9 @@ func main() {
 	if *batching != "greedy" && *batching != "config" {
 		log.Fatalf("-batching %q: want greedy or config", *batching)
 	}
+	if *warm < 0 {
+		log.Fatalf("-warm %v: must not be negative", *warm)
+	}
 	if *slots < 0 {
 		log.Fatalf("-exec-slots %d: want 0 (off) or a positive count", *slots)
 	}
@@ -120,7 +124,11 @@ func main() {
 	if *execConc != "" {
 		pyConfig[python.KeyExecuteConcurrency] = *execConc
 	}
-	missed, err := run(*conc, *instances, *requests, *rounds, *maxBatch, *unbatched, *py, *seed, *makeModel, time.Duration(*pollUs)*time.Microsecond, pyConfig, *batching == "config", *slots)
+	missed, err := run(options{
+		conc: *conc, instances: *instances, requests: *requests, rounds: *rounds, maxBatch: *maxBatch, unbatched: *unbatched,
+		py: *py, seed: *seed, makeModel: *makeModel, poll: time.Duration(*pollUs) * time.Microsecond, pyConfig: pyConfig,
+		configBatching: *batching == "config", slots: *slots, warm: *warm,
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -140,7 +148,23 @@ type result struct {
 	active     int           // instances the scheduler let execute at once at the end
 }
 
-func run(concList string, instances, requests, rounds, maxBatch int, unbatched bool, py, seed, makeModel string, poll time.Duration, pyConfig map[string]string, configBatching bool, slots int) (int, error) {
+// options are the command's flags.
+type options struct {
+	conc                        string
+	instances, requests, rounds int
+	maxBatch                    int
+	unbatched                   bool
+	py, seed, makeModel         string
+	poll                        time.Duration
+	pyConfig                    map[string]string // python backend settings beyond the interpreter
+	configBatching              bool
+	slots                       int
+	warm                        time.Duration // untimed load before each measurement
+}
+
+func run(o options) (int, error) {
+	concList, instances, requests, rounds, maxBatch, unbatched := o.conc, o.instances, o.requests, o.rounds, o.maxBatch, o.unbatched
+	py, seed, makeModel, poll, pyConfig, configBatching, slots := o.py, o.seed, o.makeModel, o.poll, o.pyConfig, o.configBatching, o.slots
 	levels, err := sweep.Levels(concList)
 	if err != nil {
 		return 0, fmt.Errorf("-concurrency: %w", err)
@@ -275,7 +299,7 @@ func run(concList string, instances, requests, rounds, maxBatch int, unbatched b
 		for _, mb := range modes {
 			for _, c := range levels {
 				for _, p := range peers {
-					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, batched, slots, req)
+					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, batched, slots, o.warm, req)
 					if err != nil {
 						return 0, fmt.Errorf("%s: %w", p.name, err)
 					}
@@ -427,8 +451,9 @@ func (l meteredLent) ExecCPU() (run, wait time.Duration, ok bool) {
 // batcher dyn (with no queue delay: every request already waiting, up to
 // maxBatch) groups requests into one Execute. With slots > 0 each
 // instance executes only while it holds one of slots copies of a rate
-// limiter resource.
-func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelSpec, c, requests, maxBatch int, dyn *scheduler.Dynamic, slots int, req func() *backend.Request) (result, error) {
+// limiter resource. Before the timed requests, the clients send untimed
+// ones for warm.
+func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelSpec, c, requests, maxBatch int, dyn *scheduler.Dynamic, slots int, warm time.Duration, req func() *backend.Request) (result, error) {
 	cfg := scheduler.Config{Name: spec.Name, Version: spec.Version, MaxBatchSize: spec.MaxBatchSize, Instances: len(insts)}
 	if maxBatch > 1 {
 		cfg.MaxBatchSize = maxBatch
@@ -467,9 +492,10 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 		stubs, err = machine.CPUTime(pids[1:]...)
 		return all, stubs, err
 	}
-	// drive runs n requests from c clients, timing each into lat when
-	// lat is not nil.
-	drive := func(n int, lat []time.Duration) error {
+	// drive runs n requests from c clients, or as many as they send
+	// until until when it is not zero, timing each into lat when lat is
+	// not nil.
+	drive := func(n int, until time.Time, lat []time.Duration) error {
 		var next atomic.Int64
 		errs := make(chan error, c)
 		var clients sync.WaitGroup
@@ -480,10 +506,10 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 				r := req()
 				for {
 					i := int(next.Add(1)) - 1
-					if i >= n {
+					t0 := time.Now()
+					if i >= n || (!until.IsZero() && t0.After(until)) {
 						return
 					}
-					t0 := time.Now()
 					resp, err := s.Infer(ctx, r)
 					if lat != nil {
 						lat[i] = time.Since(t0)
@@ -506,10 +532,11 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 			return nil
 		}
 	}
-	// A server runs on: a quarter of the requests first, untimed, brings
-	// the scheduler to where this load keeps it (the python backend's
-	// concentrator settles within a few 100 ms windows).
-	if err := drive(requests/4, nil); err != nil {
+	// A server runs on: warm of this load first, untimed, brings the
+	// scheduler to where the load keeps it (the python backend's
+	// concentrator sheds an instance per 100 ms window, and its probes
+	// for one more come ever more seldom).
+	if err := drive(math.MaxInt, time.Now().Add(warm), nil); err != nil {
 		return result{}, err
 	}
 	lender.executes.Store(0)
@@ -520,7 +547,7 @@ func measure(ctx context.Context, insts []backend.Instance, spec *backend.ModelS
 	}
 	lat := make([]time.Duration, requests)
 	start := time.Now()
-	if err := drive(requests, lat); err != nil {
+	if err := drive(requests, time.Time{}, lat); err != nil {
 		return result{}, err
 	}
 	elapsed := time.Since(start)
