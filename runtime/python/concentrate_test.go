@@ -200,7 +200,7 @@ func TestCPUBoundStubsConcentrate(t *testing.T) {
 		t.Fatalf("Active() = %d after 10s of four busy stubs on one core, want 1", s.Active())
 	}
 	// Probes for a second stub come ever more seldom: after the first
-	// failures, one window in eight or fewer.
+	// failure, one window in eleven or fewer.
 	time.Sleep(2 * time.Second)
 	if _, err := load.take(); err != nil {
 		t.Fatal(err)

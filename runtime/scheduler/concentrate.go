@@ -83,9 +83,12 @@ const (
 	concShed = 0.25
 	concGrow = 0.10
 	// firstHold is the windows between a failed probe and the next one,
-	// doubled per failure up to maxHold: a probe costs its window.
-	firstHold = 4
-	maxHold   = 64
+	// doubled per failure up to maxHold: a probe costs its window, and
+	// the requests of a probe window have the tail latency of stubs
+	// sharing cores (a probe every few windows doubled the p99 of
+	// unbatched requests at 16 clients).
+	firstHold = 10
+	maxHold   = 100
 )
 
 // cpuReading is one read of an instance's CPUMeter.

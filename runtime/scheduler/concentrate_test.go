@@ -277,8 +277,8 @@ func TestConcentratorDecisions(t *testing.T) {
 	if got := step(100*ms, 50*ms, 50*ms, true); got != 1 {
 		t.Fatalf("failed probe: active %d, want back to 1", got)
 	}
-	// The next probes wait 4, then 8, then 16 windows.
-	for _, hold := range []int{4, 8, 16} {
+	// The next probes wait 10, then 20, then 40 windows.
+	for _, hold := range []int{firstHold, 2 * firstHold, 4 * firstHold} {
 		for i := 0; i < hold; i++ {
 			if got := step(100*ms, 95*ms, 1*ms, true); got != 1 {
 				t.Fatalf("window %d of a hold of %d: active %d, want 1", i+1, hold, got)
@@ -292,7 +292,7 @@ func TestConcentratorDecisions(t *testing.T) {
 		}
 	}
 	// A probe that holds resets the backoff: the next probe comes at once.
-	for range 40 {
+	for range 8*firstHold + 1 {
 		step(100*ms, 95*ms, 1*ms, true)
 		if c.active.Load() == 2 {
 			break
