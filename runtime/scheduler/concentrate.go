@@ -83,10 +83,9 @@ const (
 	concShed = 0.25
 	concGrow = 0.10
 	// firstHold is the windows between a failed probe and the next one,
-	// doubled per failure up to maxHold: a probe costs its window, and
-	// the requests of a probe window have the tail latency of stubs
-	// sharing cores (a probe every few windows doubled the p99 of
-	// unbatched requests at 16 clients).
+	// doubled per failure up to maxHold: a probe costs its window (at 4
+	// windows apart, a second stub ran in about a tenth of the windows of
+	// a 2 s measurement).
 	firstHold = 10
 	maxHold   = 100
 )
