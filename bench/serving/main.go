@@ -105,6 +105,7 @@ import (
 )
 
 type options struct {
+	execConc    string // -backend python: python,execute-concurrency
 	backend     string
 	model       string
 	python      string
@@ -159,6 +160,7 @@ func main() {
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
 	flag.StringVar(&o.ghz, "ghz", "out/bin/ghz", "ghz binary (make ghz builds it from bench/tools)")
 	flag.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client): one outside client for both gRPC and HTTP binary")
+	flag.StringVar(&o.execConc, "execute-concurrency", "", "-backend python: the python backend's execute-concurrency, auto or all (empty: its default, auto)")
 	flag.StringVar(&o.seed, "seed", "runtime/python/testdata/seed-model-repository-batched", "the report's batched repository, which -backend python serves")
 	flag.StringVar(&o.fastapi, "fastapi", "bench/serving/fastapi_peer.py", "the FastAPI + uvicorn peer, run with -python")
 	flag.Int64Var(&o.heapFloor, "gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")

@@ -248,10 +248,14 @@ func runPython(o options) error {
 		return err
 	}
 	stubs := &stubRecorder{Backend: python.New(python.Options{CacheDir: filepath.Join(dir, "python-cache")})}
+	pyConfig := map[string]string{python.KeyInterpreter: o.python}
+	if o.execConc != "" {
+		pyConfig[python.KeyExecuteConcurrency] = o.execConc
+	}
 	mgr, err := repository.New(repository.Options{
 		Repositories: []string{filepath.Join(dir, "repo")}, StrictModelConfig: true,
 		Backends:      map[string]backend.Backend{"python": stubs, "pytorch": torch.New(torch.Options{})},
-		BackendConfig: map[string]map[string]string{"python": {python.KeyInterpreter: o.python}},
+		BackendConfig: map[string]map[string]string{"python": pyConfig},
 	})
 	if err != nil {
 		return err
@@ -348,6 +352,11 @@ func printPython(o options, seed *modelconfig.ModelConfig, res map[string]map[in
 		n, seed.GetMaxBatchSize(), db.GetPreferredBatchSize(), db.GetMaxQueueDelayMicroseconds())
 	fmt.Printf("wrk -t1/2 (Lua script), one-row JSON, %d rounds x %v, the two alternated every round (reversed on odd ones); load %s at start\n",
 		o.rounds, o.duration, load0)
+	conc := o.execConc
+	if conc == "" {
+		conc = "auto, the default"
+	}
+	fmt.Printf("python backend execute-concurrency: %s\n", conc)
 	fmt.Printf("machine: %s\n", wake)
 	fmt.Printf("medians of rounds; server CPU: this process's; stubs: the python instances' processes\n")
 	fmt.Printf("%-14s %5s %10s %12s %14s %13s %11s\n", "case", "conc", "p50 us", "req/s", "server us/req", "stubs us/req", "wrk us/req")
