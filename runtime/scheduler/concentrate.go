@@ -49,7 +49,8 @@ type concentrator struct {
 
 	// meters are the instances' CPU figures, read when a window starts
 	// and ends (last), never around each execute: a read of schedstat is
-	// a system call into procfs, 5-7 us on a virtual machine.
+	// a system call into procfs, several microseconds on a virtual
+	// machine (docs/performance.md, "The concentrator").
 	meters []CPUMeter
 	last   []cpuReading
 
