@@ -1,5 +1,6 @@
 // Package metrics exports Triton's Prometheus metrics (nv_inference_*,
-// nv_cpu_*) for the models of a repository.Manager.
+// nv_cpu_*) for the models of a repository.Manager, and one of ours:
+// tritonbuild_model_active_instances.
 //
 // Model counters are not kept twice: a collector reads each scheduler's
 // statistics at scrape time, so the request path pays nothing for metrics.
@@ -61,6 +62,9 @@ type modelCollector struct {
 	success, failure, count, exec             *prometheus.Desc
 	reqDur, queueDur, inDur, inferDur, outDur *prometheus.Desc
 	pending                                   *prometheus.Desc
+	// active is ours, not Triton's (which has no such count): how many of
+	// the model's instances may execute at once (scheduler.Active).
+	active *prometheus.Desc
 	// Triton's per-model response cache metrics, for models that cache.
 	cacheHits, cacheMisses, cacheHitDur, cacheMissDur *prometheus.Desc
 }
@@ -79,6 +83,8 @@ func newModelCollector(models Models, latencies bool) *modelCollector {
 		inferDur: d("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)"),
 		outDur:   d("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
 		pending:  d("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model."),
+		active: d("tritonbuild_model_active_instances", "Instances of the model allowed to execute at once: its instance count, "+
+			"or fewer while the python backend's execute-concurrency=auto finds their executes waiting for a core."),
 
 		cacheHits:    d("nv_cache_num_hits_per_model", "Number of cache hits per model"),
 		cacheMisses:  d("nv_cache_num_misses_per_model", "Number of cache misses per model"),
@@ -88,7 +94,7 @@ func newModelCollector(models Models, latencies bool) *modelCollector {
 }
 
 func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.success, c.failure, c.count, c.exec, c.reqDur, c.queueDur, c.inDur, c.inferDur, c.outDur, c.pending,
+	for _, d := range []*prometheus.Desc{c.success, c.failure, c.count, c.exec, c.reqDur, c.queueDur, c.inDur, c.inferDur, c.outDur, c.pending, c.active,
 		c.cacheHits, c.cacheMisses, c.cacheHitDur, c.cacheMissDur} {
 		ch <- d
 	}
@@ -108,6 +114,7 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.count, float64(st.InferenceCount))
 		counter(c.exec, float64(st.ExecutionCount))
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(m.Scheduler.Queued()), m.Name, v)
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(m.Scheduler.Active()), m.Name, v)
 		caching := m.Scheduler.Caching()
 		if caching {
 			counter(c.cacheHits, float64(st.CacheHit.Count))
