@@ -146,7 +146,7 @@ func (s *Scheduler) closeStream(st *stream, failed, counted bool) {
 	s.openMu.Lock()
 	delete(s.open, st)
 	s.openMu.Unlock()
-	s.pending.Add(-1)
+	s.unpend()
 }
 
 // Stream runs req on a model with the decoupled transaction policy and

@@ -205,7 +205,7 @@ func (s *Scheduler) drop(j *job) {
 		s.seq.endIterative(j)
 	}
 	if j.sink == nil {
-		s.pending.Add(-1) // a decoupled request's stream counted it out when it ended
+		s.unpend() // a decoupled request's stream counted it out when it ended
 	}
 }
 

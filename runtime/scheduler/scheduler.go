@@ -168,8 +168,9 @@ type Scheduler struct {
 	execCtx      context.Context
 	cancel       context.CancelFunc
 
-	pending atomic.Int64 // accepted and not yet answered
-	queued  atomic.Int64 // accepted and not yet executing
+	pending atomic.Int64  // accepted and not yet answered
+	drained chan struct{} // unpend's wake-up for Close, when pending reaches 0
+	queued  atomic.Int64  // accepted and not yet executing
 	closed  atomic.Bool
 	once    sync.Once
 
@@ -247,7 +248,7 @@ func New(ctx context.Context, be backend.Backend, spec *backend.ModelSpec, cfg C
 		// would strand a request a DELAY policy set aside.
 		return nil, fmt.Errorf("model '%s': dynamic_batching and sequence_batching are exclusive (one scheduling_choice); sequence batching has no queue policy", cfg.Name)
 	}
-	s := &Scheduler{cfg: cfg, stop: make(chan struct{})}
+	s := &Scheduler{cfg: cfg, stop: make(chan struct{}), drained: make(chan struct{}, 1)}
 	s.jobs.New = func() any { return &job{done: make(chan struct{}, 1)} }
 	var policies []QueuePolicy
 	if cfg.Dynamic != nil {
@@ -484,12 +485,12 @@ func (s *Scheduler) rows(req *backend.Request) (int, error) {
 func (s *Scheduler) submit(ctx context.Context, j *job) error {
 	s.pending.Add(1)
 	if s.closed.Load() {
-		s.pending.Add(-1)
+		s.unpend()
 		return backend.Errorf(backend.Unavailable, "model '%s' version %d is unloading", s.cfg.Name, s.cfg.Version)
 	}
 	j.level = s.levelOf(j.req)
 	if err := s.admit(j); err != nil {
-		s.pending.Add(-1)
+		s.unpend()
 		s.stats.failed(Rejected, time.Since(j.start))
 		return err
 	}
@@ -497,7 +498,7 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 	if s.seq != nil {
 		if err := s.seq.enqueue(j); err != nil {
 			s.queued.Add(-1)
-			s.pending.Add(-1)
+			s.unpend()
 			s.stats.failed(Rejected, time.Since(j.start))
 			return err
 		}
@@ -508,7 +509,7 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 		if err := s.push(ctx, j); err != nil {
 			s.queued.Add(-1)
 			s.leave(j)
-			s.pending.Add(-1)
+			s.unpend()
 			return err
 		}
 	}
@@ -762,12 +763,24 @@ func (s *Scheduler) Config() Config { return s.cfg }
 
 // finish answers j, a request that is not decoupled's (fail answers
 // those), with resp or err.
+// unpend counts an accepted request answered. The last one while the
+// scheduler closes wakes Close's drain, which otherwise sleeps: an unload
+// may wait out --exit-timeout-secs for slow requests.
+func (s *Scheduler) unpend() {
+	if s.pending.Add(-1) == 0 && s.closed.Load() {
+		select {
+		case s.drained <- struct{}{}:
+		default: // a wake-up is already due; Close checks the count again
+		}
+	}
+}
+
 func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 	if s.seq != nil {
 		s.seq.endIterative(j) // before the job goes back to its caller
 	}
 	j.resp, j.err = resp, err
-	s.pending.Add(-1)
+	s.unpend()
 	j.done <- struct{}{}
 }
 
@@ -1140,15 +1153,13 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
 		s.closed.Store(true)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
 	drain:
 		for s.pending.Load() > 0 {
 			select {
 			case <-ctx.Done():
 				err = fmt.Errorf("unloading %s: %d requests still pending: %w", s.cfg.Name, s.pending.Load(), ctx.Err())
 				break drain
-			case <-tick.C:
+			case <-s.drained:
 			}
 		}
 		s.cancel()

@@ -219,7 +219,11 @@ func TestCloseDrainsAcceptedRequests(t *testing.T) {
 		go func() { _, err := s.Infer(context.Background(), rowsRequest(1, 0)); done <- err }()
 	}
 	waitPending(t, s, 3)
-	if err := s.Close(context.Background()); err != nil {
+	// The drain waits for the last answer's wake-up (unpend), not a
+	// clock: a lost one would run into this deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
