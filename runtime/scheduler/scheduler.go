@@ -761,8 +761,6 @@ func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 // Config returns the configuration the scheduler runs with.
 func (s *Scheduler) Config() Config { return s.cfg }
 
-// finish answers j, a request that is not decoupled's (fail answers
-// those), with resp or err.
 // unpend counts an accepted request answered. The last one while the
 // scheduler closes wakes Close's drain, which otherwise sleeps: an unload
 // may wait out --exit-timeout-secs for slow requests.
@@ -775,6 +773,8 @@ func (s *Scheduler) unpend() {
 	}
 }
 
+// finish answers j, a request that is not decoupled's (fail answers
+// those), with resp or err.
 func (s *Scheduler) finish(j *job, resp *backend.Response, err error) {
 	if s.seq != nil {
 		s.seq.endIterative(j) // before the job goes back to its caller
