@@ -98,6 +98,7 @@ func main() {
 	execConc := flag.String("execute-concurrency", "", "python backend execute-concurrency: auto or all (empty: the backend's default, auto)")
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
 	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
+	stubCPUs := flag.String("stub-cpus", "", "confine the python stubs to these CPUs (a CPU list, e.g. 1 or 2-3), as tritonserver --host-policy=cpu,cpu-cores=<list> does; run the bench under taskset on other CPUs to keep the server's threads off them")
 	heapFloor := flag.Int64("gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
 	flag.Parse()
 	if *heapFloor < 0 {
@@ -115,6 +116,13 @@ func main() {
 	if *slots < 0 {
 		log.Fatalf("-exec-slots %d: want 0 (off) or a positive count", *slots)
 	}
+	var cpus []int
+	if *stubCPUs != "" {
+		var err error
+		if cpus, err = backend.ParseCPUList(*stubCPUs); err != nil {
+			log.Fatalf("-stub-cpus: %v", err)
+		}
+	}
 	// The python backend's settings beyond the interpreter, as
 	// --backend-config=python,<key>=<value> would give them.
 	pyConfig := map[string]string{}
@@ -127,7 +135,7 @@ func main() {
 	missed, err := run(options{
 		conc: *conc, instances: *instances, requests: *requests, rounds: *rounds, maxBatch: *maxBatch, unbatched: *unbatched,
 		py: *py, seed: *seed, makeModel: *makeModel, poll: time.Duration(*pollUs) * time.Microsecond, pyConfig: pyConfig,
-		configBatching: *batching == "config", slots: *slots, warm: *warm,
+		configBatching: *batching == "config", slots: *slots, warm: *warm, stubCPUs: cpus,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -160,6 +168,7 @@ type options struct {
 	configBatching              bool
 	slots                       int
 	warm                        time.Duration // untimed load before each measurement
+	stubCPUs                    []int         // the python stubs' host policy CPUs; nil: any
 }
 
 func run(o options) (int, error) {
@@ -232,8 +241,15 @@ func run(o options) (int, error) {
 	var peers []peer
 	pyb := python.New(python.Options{CacheDir: filepath.Join(work, "cache"), Poll: poll})
 	var pyInsts []backend.Instance
+	pySpec := spec("model.py")
+	if o.stubCPUs != nil {
+		for range instances {
+			pySpec.InstanceCPUs = append(pySpec.InstanceCPUs, o.stubCPUs)
+		}
+		fmt.Printf("python stubs confined to CPUs %v (host policy)\n", o.stubCPUs)
+	}
 	for i := 0; i < instances; i++ {
-		inst, err := pyb.NewInstance(ctx, spec("model.py"), i)
+		inst, err := pyb.NewInstance(ctx, pySpec, i)
 		if err != nil {
 			return 0, err
 		}

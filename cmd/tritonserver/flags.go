@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/access"
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/grpcapi"
 	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 	"github.com/tritonbuild/tritonbuild/runtime/httpapi"
@@ -63,6 +64,7 @@ type config struct {
 	gcHeapFloor       int64 // --gc-heap-floor-byte-size; 0: Go's default pacing
 	rateLimit         string
 	rateResources     []string
+	hostPolicies      map[string][]int // --host-policy=<policy>,cpu-cores=<list>
 
 	// What one client or model can hold of the server: every bound is
 	// here, parsed in parseLimits, and handed to the frontends' and the
@@ -171,7 +173,6 @@ var refusedFlags = map[string]string{
 	"cuda-virtual-address-size":        "this server has no GPU support",
 	"min-supported-compute-capability": "this server has no GPU support",
 	"model-load-gpu-limit":             "this server has no GPU support",
-	"host-policy":                      "host policies (NUMA nodes, CPU cores per policy) are not supported by this server",
 	"model-load-retry-count":           "load retries are not supported by this server",
 	"allow-sagemaker":                  "the SageMaker frontend is not part of this server",
 	"sagemaker-port":                   "the SageMaker frontend is not part of this server",
@@ -377,6 +378,33 @@ func (c *config) setCacheConfig(s string) error {
 	return nil
 }
 
+// setHostPolicy takes one --host-policy=<policy>,<setting>=<value>. Of
+// Triton's three settings this server applies cpu-cores (to python stubs,
+// see backend.CPUPlacer); numa-node would also bind memory, and
+// pinned-memory-pool-byte-size sizes a pool for GPU copies, neither of
+// which exists here, so both are refused by name rather than ignored.
+func (c *config) setHostPolicy(s string) error {
+	name, kv, ok := strings.Cut(s, ",")
+	k, v, ok2 := strings.Cut(kv, "=")
+	if !ok || !ok2 || name == "" || k == "" {
+		return fmt.Errorf("want <policy>,<setting>=<value>, got %q", s)
+	}
+	switch k {
+	case "cpu-cores":
+		cpus, err := backend.ParseCPUList(v)
+		if err != nil {
+			return fmt.Errorf("host policy '%s': cpu-cores: %w", name, err)
+		}
+		c.hostPolicies[name] = cpus
+		return nil
+	case "numa-node":
+		return fmt.Errorf("host policy '%s': numa-node is not supported: this server binds no memory to NUMA nodes; name the node's CPUs with cpu-cores instead", name)
+	case "pinned-memory-pool-byte-size":
+		return fmt.Errorf("host policy '%s': pinned-memory-pool-byte-size is not supported: pinned memory serves GPU copies, and this server has no GPU", name)
+	}
+	return fmt.Errorf("host policy '%s': unknown setting '%s' (Triton's are numa-node, cpu-cores and pinned-memory-pool-byte-size; this server applies cpu-cores)", name, k)
+}
+
 // parseFlags parses args (without the program name). --help prints the
 // usage to out and returns flag.ErrHelp.
 // dropProgramName drops a leading "tritonserver" (or a path to it) from
@@ -394,7 +422,7 @@ func dropProgramName(args []string) []string {
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
 	args = dropProgramName(args)
-	c := &config{backendConfig: map[string]map[string]string{}}
+	c := &config{backendConfig: map[string]map[string]string{}, hostPolicies: map[string][]int{}}
 	fs := flag.NewFlagSet("tritonserver", flag.ContinueOnError)
 	// Errors are reported by the caller, without the whole usage text.
 	fs.SetOutput(io.Discard)
@@ -450,6 +478,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(funcFlag(func(v string) error { return c.setCacheConfig("local,size=" + v) }), "response-cache-byte-size", "deprecated: --cache-config local,size=<bytes>")
 	fs.String("cache-directory", "/opt/tritonserver/caches", "accepted for Triton's command lines; the local cache is built into this binary, so no directory is searched")
 	fs.StringVar(&c.rateLimit, "rate-limit", "off", "rate limiting mode: execution_count (instances execute only while they hold their instance group's rate_limiter resources, across all models) or off")
+	fs.Var(funcFlag(c.setHostPolicy), "host-policy", "host policy setting <policy>,cpu-cores=<list> (e.g. cpu,cpu-cores=2-3): the CPUs the python stubs of instances under that policy run on; instance groups name their policy in host_policy, KIND_CPU groups default to \"cpu\" (repeatable)")
 	fs.Var(listFlag{&c.rateResources}, "rate-limit-resource", "copies of a rate limiter resource, <resource_name>:<count>[:<device>] (repeatable; names case-insensitive; by default the most any instance lists)")
 	lim := addLimitFlags(fs)
 	var tf traceFlags

@@ -155,7 +155,7 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 	logger.Info("op libraries are loaded from the model directories and the install tree's", "lib", libDirs)
 	mgr, err := repository.New(repository.Options{
 		Observer: observer, Cache: cache, RateLimiter: limiter, LibraryDirs: libDirs,
-		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg,
+		Repositories: cfg.repositories, Backends: bes, BackendConfig: beCfg, HostPolicies: cfg.hostPolicies,
 		StrictModelConfig: cfg.strictModelConfig, StrictInputShapes: cfg.strictInputShapes, Logger: logger,
 		MaxResponseSize: cfg.maxResponseSize, MaxConfigSize: cfg.maxConfigSize,
 	})

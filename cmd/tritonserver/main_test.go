@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -251,6 +252,39 @@ func TestFlagsRateLimit(t *testing.T) {
 	_, err = parseFlags([]string{"--model-repository=/m", "--rate-limit=execution_count", "--rate-limit-resource=R1"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "<resource_name>:<count>[:<device>]") {
 		t.Fatalf("a resource without a count: %v", err)
+	}
+}
+
+// TestFlagsHostPolicy: --host-policy=<policy>,cpu-cores=<list> takes the
+// kernel's CPU list syntax (in Triton's two-argument spelling too); the
+// settings this server cannot apply, and malformed lists, are refused
+// naming the policy and what is wrong.
+func TestFlagsHostPolicy(t *testing.T) {
+	c, err := parseFlags([]string{"--model-repository=/m", "--host-policy=cpu,cpu-cores=3,0-1,1", "--host-policy", "stubs,cpu-cores=2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.hostPolicies["cpu"]; !slices.Equal(got, []int{0, 1, 3}) {
+		t.Errorf("cpu: %v, want [0 1 3]", got)
+	}
+	if got := c.hostPolicies["stubs"]; !slices.Equal(got, []int{2}) {
+		t.Errorf("stubs: %v, want [2]", got)
+	}
+	for arg, want := range map[string]string{
+		"cpu,numa-node=0":                      "host policy 'cpu': numa-node is not supported",
+		"cpu,pinned-memory-pool-byte-size=100": "host policy 'cpu': pinned-memory-pool-byte-size is not supported",
+		"cpu,cores=1":                          "host policy 'cpu': unknown setting 'cores'",
+		"cpu,cpu-cores=":                       "host policy 'cpu': cpu-cores: empty CPU list",
+		"cpu,cpu-cores=a":                      "'a' in \"a\" is not a CPU number from 0 to 1023",
+		"cpu,cpu-cores=0,-1":                   "'-1' in \"0,-1\" is not a CPU number",
+		"cpu,cpu-cores=3-1":                    "'3-1' in \"3-1\" is not a range of CPUs from low to high",
+		"cpu,cpu-cores=1024":                   "'1024' in \"1024\" is not a CPU number from 0 to 1023",
+		"cpu-cores=1":                          "want <policy>,<setting>=<value>",
+	} {
+		_, err := parseFlags([]string{"--model-repository=/m", "--host-policy=" + arg}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--host-policy=%s: %v, want an error with %q", arg, err, want)
+		}
 	}
 }
 

@@ -55,6 +55,14 @@ func (b *Backend) currentServer() Server {
 // policy (InferenceResponseSender).
 func (b *Backend) SupportsDecoupled() bool { return true }
 
+// PlacesInstances reports that a python model may run under a host policy:
+// each stub confines its threads to its instance's CPUs (ModelSpec.InstanceCPUs)
+// as it starts, as Triton's stub inherits the affinity Triton sets on the
+// thread that creates the instance.
+func (b *Backend) PlacesInstances() bool { return true }
+
+var _ backend.CPUPlacer = (*Backend)(nil)
+
 // senderTable maps the keys the stub knows decoupled requests by to their
 // senders. Entries go when the final response is sent, when the batch
 // fails, or when the stub ends.

@@ -149,6 +149,7 @@ func (in *Instance) start(ctx context.Context) error {
 		timeout:     in.set.stubTimeout,
 		memoryBytes: in.set.memoryBytes,
 		schedBatch:  batch,
+		cpus:        instanceCPUs(in.spec, in.idx),
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 // stubProc is one running stub process and its control channel.
@@ -116,6 +118,26 @@ type stubLaunch struct {
 	timeout     time.Duration // for the handshake
 	memoryBytes int64         // the stub's RLIMIT_AS; 0: none
 	schedBatch  bool          // the stub's threads run SCHED_BATCH
+	cpus        []int         // the CPUs the stub's threads may run on (its host policy); nil: any
+}
+
+// instanceCPUs is the CPUs instance idx of spec is confined to, nil for
+// none.
+func instanceCPUs(spec *backend.ModelSpec, idx int) []int {
+	if idx < 0 || idx >= len(spec.InstanceCPUs) {
+		return nil
+	}
+	return spec.InstanceCPUs[idx]
+}
+
+// cpuListArg is the stub's --cpus argument for cpus: their numbers,
+// comma-separated.
+func cpuListArg(cpus []int) string {
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		parts[i] = strconv.Itoa(c)
+	}
+	return "--cpus=" + strings.Join(parts, ",")
 }
 
 // startStub starts the stub and waits for its hello frame.
@@ -146,6 +168,9 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	}
 	if l.schedBatch {
 		args = append(args, "--sched-batch")
+	}
+	if len(l.cpus) > 0 {
+		args = append(args, cpuListArg(l.cpus))
 	}
 	cmd := exec.Command(l.interpreter, args...)
 	cmd.Dir = l.dir

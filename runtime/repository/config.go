@@ -62,6 +62,9 @@ type resolved struct {
 	// batch_input and batch_output (batchio.go).
 	batchInputs  []backend.BatchInput
 	batchOutputs []backend.BatchOutput
+	// instanceCPUs: each instance's host policy CPUs (instanceCPUs); nil
+	// when no instance has any.
+	instanceCPUs [][]int
 }
 
 // prepare reads and validates the config of the model in dir and selects the
@@ -368,6 +371,12 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		cfg.InstanceGroup = nil
 		r.sched.Instances = ensembleInstances
 	}
+	if cpus, g, policy := instanceCPUs(cfg, m.opts.HostPolicies); cpus != nil {
+		if p, ok := r.backend.(backend.CPUPlacer); !ok || !p.PlacesInstances() {
+			return nil, backend.Errorf(backend.Unsupported, "instance group %s of model %s is under host policy '%s', whose cpu-cores backend '%s' cannot apply: its instances run in the server's process (start tritonserver under taskset to confine them)", g, cfg.Name, policy, r.backendName)
+		}
+		r.instanceCPUs = cpus
+	}
 	r.sched.Decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	if r.sched.Decoupled {
 		if d, ok := r.backend.(backend.DecoupledSupporter); !ok || !d.SupportsDecoupled() {
@@ -531,6 +540,37 @@ func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	return nil
 }
 
+// instanceCPUs resolves the host policy of each instance of cfg (groups
+// in order, count instances each) to its CPUs in policies. A group's
+// policy is its host_policy, else "cpu" for KIND_CPU (KIND_AUTO is KIND_CPU
+// here) and "model" for KIND_MODEL, Triton's defaults; a name that no
+// --host-policy defines confines nothing, as on Triton. It returns nil
+// when no instance is confined, else also the first confined group and
+// its policy, for messages.
+func instanceCPUs(cfg *modelconfig.ModelConfig, policies map[string][]int) (cpus [][]int, group, policy string) {
+	confined := false
+	for _, g := range cfg.GetInstanceGroup() {
+		name := g.GetHostPolicy()
+		if name == "" {
+			name = "cpu"
+			if g.GetKind() == modelconfig.ModelInstanceGroup_KIND_MODEL {
+				name = "model"
+			}
+		}
+		set := policies[name]
+		if len(set) > 0 && !confined {
+			confined, group, policy = true, g.GetName(), name
+		}
+		for range g.GetCount() {
+			cpus = append(cpus, set)
+		}
+	}
+	if !confined {
+		return nil, "", ""
+	}
+	return cpus, group, policy
+}
+
 // checkInstanceGroups refuses, with Triton's texts for a server without
 // GPUs, instance groups this server cannot place: KIND_GPU, and KIND_CPU
 // (also KIND_AUTO, which is KIND_CPU here) naming GPUs.
@@ -624,6 +664,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libD
 		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
 		BatchInputs: r.batchInputs, BatchOutputs: r.batchOutputs,
+		InstanceCPUs: r.instanceCPUs,
 	}
 	if seq := r.sched.Sequence; seq != nil {
 		for _, c := range seq.Controls {

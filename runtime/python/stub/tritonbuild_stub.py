@@ -803,19 +803,25 @@ def _limit_memory(limit):
 _MEMORY_LIMIT = 0
 
 
+def _threads():
+    """The ids of this process's threads now (0, the calling thread, when
+    /proc cannot tell): scheduling settings are a thread's, so the stub
+    sets each thread already running (numpy's BLAS starts some at import);
+    threads started later inherit them from their creator."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
 def _sched_batch():
     """Puts every thread of this process under SCHED_BATCH (the server's
     stub-scheduling): a stub woken with a batch then waits for its CPU's
-    current task to yield rather than preempting it. The policy is a
-    thread's, so each thread already running (numpy's BLAS starts some at
-    import) is set; threads started later inherit it from their creator.
-    A refusal (a sandbox that filters the call) costs only the gain."""
+    current task to yield rather than preempting it (every thread, see
+    _threads). A refusal (a sandbox that filters the call) costs only the
+    gain."""
     param = os.sched_param(0)
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    for tid in tids:
+    for tid in _threads():
         try:
             os.sched_setscheduler(tid, os.SCHED_BATCH, param)
         except ProcessLookupError:
@@ -824,16 +830,38 @@ def _sched_batch():
             sys.stderr.write("stub: SCHED_BATCH for thread %d refused (%s); it keeps its policy\n" % (tid, exc))
 
 
+def _confine(cpus):
+    """Confines every thread of this process to cpus (the instance's host
+    policy, --host-policy=<policy>,cpu-cores=<list>; every thread, see
+    _threads). Returns an error text, or None. Unlike SCHED_BATCH this is no mere gain:
+    a stub that cannot keep to its policy's CPUs does not start."""
+    for tid in _threads():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            pass  # the thread ended since the listing
+        except OSError as exc:
+            return "cannot confine the stub to CPUs %s (its host policy's cpu-cores): %s" % (
+                ",".join(str(c) for c in sorted(cpus)), exc.strerror or exc)
+    return None
+
+
 def main(argv):
     args = argv[1:]
     memory = [a for a in args if a.startswith("--memory-bytes=")]
     sched_batch = "--sched-batch" in args
-    args = [a for a in args if not a.startswith("--memory-bytes=") and a != "--sched-batch"]
+    cpus = [a for a in args if a.startswith("--cpus=")]
+    args = [a for a in args if not a.startswith(("--memory-bytes=", "--cpus=")) and a != "--sched-batch"]
     if len(args) != 4:
         sys.stderr.write("usage: tritonbuild_stub.py CTL_IN_FD CTL_OUT_FD SHM_FD BELL_FD [--memory-bytes=N] "
-                         "[--sched-batch]\n")
+                         "[--sched-batch] [--cpus=N,...]\n")
         return 2
     ctl_in, ctl_out, shm_fd, bell_fd = (int(a) for a in args)
+    if cpus:
+        err = _confine({int(c) for c in cpus[-1].split("=", 1)[1].split(",")})
+        if err is not None:
+            sys.stderr.write("stub: %s\n" % err)
+            return 2
     if sched_batch:
         _sched_batch()
     if memory:
