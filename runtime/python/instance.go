@@ -155,6 +155,7 @@ func (in *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)
 	}
 	in.running.Store(proc)
+	in.spin.addCPUs(instanceCPUs(in.spec, in.idx))
 	if in.set.schedAuto {
 		in.sched.settle(proc, batch, in.warnSched)
 	}

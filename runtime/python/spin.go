@@ -2,7 +2,10 @@ package python
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // spinBudget keeps polling cheap when stubs outnumber cores. Polling (see
@@ -15,16 +18,54 @@ import (
 // core free; everyone else sleeps in read at once. One budget covers all
 // of a Backend's instances (a server's python models share the machine).
 type spinBudget struct {
-	cores    int32
+	cores    atomic.Int32
 	busy     atomic.Int32 // stubs holding a batch (sent, reply not yet read)
 	spinning atomic.Int32 // server-side reads polling now
+
+	// cpus are the CPUs the server and its stubs may run on, as far as
+	// known: the server's own at start, and those of stubs confined to
+	// others by a host policy (addCPUs). nil: not known (tests).
+	mu   sync.Mutex
+	cpus *unix.CPUSet
 }
 
 func newSpinBudget(cores int) *spinBudget {
-	return &spinBudget{cores: int32(max(cores, 1))}
+	b := &spinBudget{}
+	b.cores.Store(int32(max(cores, 1)))
+	return b
 }
 
-func defaultSpinBudget() *spinBudget { return newSpinBudget(runtime.NumCPU()) }
+func defaultSpinBudget() *spinBudget {
+	b := newSpinBudget(runtime.NumCPU())
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		b.cpus = &set
+	}
+	return b
+}
+
+// addCPUs counts the CPUs of a stub's host policy among the cores: a
+// server started under taskset on CPU 0 whose stubs run on CPU 1 has two
+// cores to poll on, not the one its own affinity shows (runtime.NumCPU),
+// and counting one left every stub asleep between batches, each batch
+// then paying two wake-ups across CPUs (docs/performance.md, "Nineteenth
+// machine").
+func (b *spinBudget) addCPUs(cpus []int) {
+	if b == nil || len(cpus) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cpus == nil {
+		return
+	}
+	for _, c := range cpus {
+		b.cpus.Set(c)
+	}
+	if n := int32(b.cpus.Count()); n > b.cores.Load() {
+		b.cores.Store(n)
+	}
+}
 
 // acquire reports whether a server-side read may poll; a true result must
 // be paired with release.
@@ -34,7 +75,7 @@ func (b *spinBudget) acquire() bool {
 	}
 	for {
 		n := b.spinning.Load()
-		if n+b.busy.Load() >= b.cores {
+		if n+b.busy.Load() >= b.cores.Load() {
 			return false
 		}
 		if b.spinning.CompareAndSwap(n, n+1) {
@@ -64,5 +105,5 @@ func (b *spinBudget) startBatch(ownReader bool) (stubMayPoll bool, done func()) 
 	if ownReader {
 		spinning--
 	}
-	return n+spinning < b.cores, func() { b.busy.Add(-1) }
+	return n+spinning < b.cores.Load(), func() { b.busy.Add(-1) }
 }

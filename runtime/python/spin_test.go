@@ -1,6 +1,10 @@
 package python
 
-import "testing"
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
 
 func TestSpinBudget(t *testing.T) {
 	b := newSpinBudget(2)
@@ -74,6 +78,38 @@ func TestSpinBudgetLeavesOutTheStubsOwnReader(t *testing.T) {
 		t.Fatal("a stub was allowed to poll beside another instance's polling reader on two cores")
 	} else {
 		done()
+	}
+	b.release()
+}
+
+// TestSpinBudgetCountsStubCPUs: a server that may run on CPU 0 only, with
+// a stub confined to CPU 1 by its host policy, polls as on two cores; CPUs
+// it already counts add nothing.
+func TestSpinBudgetCountsStubCPUs(t *testing.T) {
+	b := newSpinBudget(1)
+	var own unix.CPUSet
+	own.Set(0)
+	b.cpus = &own
+	if poll, done := b.startBatch(false); poll {
+		t.Fatal("a busy stub may poll on one core")
+	} else {
+		done()
+	}
+	b.addCPUs([]int{0})
+	if got := b.cores.Load(); got != 1 {
+		t.Fatalf("the server's own CPU counted again: %d cores", got)
+	}
+	b.addCPUs([]int{1})
+	if got := b.cores.Load(); got != 2 {
+		t.Fatalf("a stub on CPU 1 beside a server on CPU 0: %d cores, want 2", got)
+	}
+	poll, done := b.startBatch(false)
+	defer done()
+	if !poll {
+		t.Fatal("the only busy stub was refused polling on two cores")
+	}
+	if !b.acquire() {
+		t.Fatal("server-side poll refused with one stub busy on two cores")
 	}
 	b.release()
 }
