@@ -138,6 +138,7 @@ func (in *Instance) start(ctx context.Context) error {
 	if in.set.schedAuto {
 		batch = in.sched.autoBatch()
 	}
+	cpus := instanceCPUs(in.spec, in.idx)
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: in.env.Interpreter,
 		script:      in.script,
@@ -149,13 +150,13 @@ func (in *Instance) start(ctx context.Context) error {
 		timeout:     in.set.stubTimeout,
 		memoryBytes: in.set.memoryBytes,
 		schedBatch:  batch,
-		cpus:        instanceCPUs(in.spec, in.idx),
+		cpus:        cpus,
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)
 	}
 	in.running.Store(proc)
-	in.spin.addCPUs(instanceCPUs(in.spec, in.idx))
+	in.spin.addCPUs(cpus)
 	if in.set.schedAuto {
 		in.sched.settle(proc, batch, in.warnSched)
 	}
