@@ -37,22 +37,29 @@ func stubCPUs(t *testing.T, pid int) []string {
 	return lists
 }
 
+// allowedCPUs is the CPUs this process may run on.
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	var mine unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		t.Fatal(err)
+	}
+	var allowed []int
+	for cpu := range backend.MaxCPU + 1 {
+		if mine.IsSet(cpu) {
+			allowed = append(allowed, cpu)
+		}
+	}
+	return allowed
+}
+
 // TestStubHostPolicyCPUs: an instance under a host policy with cpu-cores
 // runs its stub, every thread of it (numpy's BLAS threads included), on
 // those CPUs only; an instance of the same model without one keeps the
 // server's.
 func TestStubHostPolicyCPUs(t *testing.T) {
 	requirePython(t)
-	var mine unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &mine); err != nil {
-		t.Fatal(err)
-	}
-	var allowed []int
-	for cpu := range 1024 {
-		if mine.IsSet(cpu) {
-			allowed = append(allowed, cpu)
-		}
-	}
+	allowed := allowedCPUs(t)
 	if len(allowed) < 2 {
 		t.Skipf("this process may run on CPUs %v only: confining a stub to fewer needs two", allowed)
 	}
@@ -94,5 +101,27 @@ func TestStubHostPolicyRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "cannot confine the stub to CPUs 1023 (its host policy's cpu-cores)") {
 		t.Errorf("error does not name the CPUs and the policy: %v", err)
+	}
+}
+
+// TestStubSchedulingHostPolicy: stub-scheduling=auto counts an instance's
+// host-policy CPUs. Two instances confined to one CPU start SCHED_BATCH
+// though the server's own CPUs (four, here) would fit both.
+func TestStubSchedulingHostPolicy(t *testing.T) {
+	requirePython(t)
+	const batch = 3 // SCHED_BATCH
+	cpu := allowedCPUs(t)[0]
+	b, _ := newTestBackend(t, Options{})
+	b.sched = newStubSched([]int{0, 1, 2, 3})
+	spec := probeSpec(t, 0)
+	spec.ConfigJSON = []byte(`{"name":"probe","backend":"python","instance_group":[{"kind":"KIND_CPU","count":2}]}`)
+	spec.InstanceCPUs = [][]int{{cpu}, {cpu}}
+	for idx := range 2 {
+		inst := load(t, b, spec, idx)
+		for task, policy := range schedPolicies(t, inst.PID()) {
+			if policy != batch {
+				t.Errorf("instance %d: %s has policy %d, want SCHED_BATCH (%d)", idx, task, policy, batch)
+			}
+		}
 	}
 }

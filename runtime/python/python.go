@@ -41,7 +41,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -225,7 +224,7 @@ func New(opts Options) *Backend {
 	b := &Backend{
 		opts:    opts,
 		spin:    defaultSpinBudget(),
-		sched:   newStubSched(runtime.NumCPU()),
+		sched:   defaultStubSched(),
 		scripts: map[string]string{},
 		probes:  map[probeKey]interpreterInfo{},
 		metrics: newCustomMetrics(),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,13 +16,16 @@ import (
 
 // stubSched decides the policy of the stubs of models on
 // stub-scheduling=auto, across every python model of a Backend: SCHED_BATCH
-// while the loaded models together ask for more instances than the
-// machine has cores, SCHED_OTHER otherwise. Counting one model alone left
-// two models of two instances each on two cores preempting each other as
-// the report's four did. When a load or an unload moves the count across
-// the core count, the stubs already running on auto are switched.
+// while the loaded models together ask for more instances than there are
+// CPUs for them to run on, SCHED_OTHER otherwise. Counting one model alone
+// left two models of two instances each on two cores preempting each other
+// as the report's four did. A stub may run on the server's own CPUs, or
+// on those of its instance's host policy (ModelSpec.InstanceCPUs): two
+// instances confined to one CPU contend however many the machine has.
+// When a load or an unload moves the count across, the stubs already
+// running on auto are switched.
 type stubSched struct {
-	cores  int
+	own    []int // the CPUs a stub without a host policy may run on
 	mu     sync.Mutex
 	models map[schedKey]*schedModel
 	batch  bool // the policy of auto stubs now
@@ -35,22 +39,94 @@ type schedKey struct {
 // schedModel is one loaded model version: the instances its config asks
 // for and those whose stubs were started.
 type schedModel struct {
+	spec *backend.ModelSpec
 	want int
 	live map[*Instance]bool // true: on auto
 }
 
-func newStubSched(cores int) *stubSched {
-	return &stubSched{cores: max(cores, 1), models: map[schedKey]*schedModel{}}
+// newStubSched decides for stubs that may run on the CPUs own, those of
+// the server's affinity, unless a host policy confines them.
+func newStubSched(own []int) *stubSched {
+	if len(own) == 0 {
+		own = []int{0}
+	}
+	return &stubSched{own: own, models: map[schedKey]*schedModel{}}
 }
 
-// demand is the instances the loaded models ask for: each model's config
-// count, or as many as it started when it has no config or started more.
-func (s *stubSched) demand() int {
-	n := 0
-	for _, m := range s.models {
-		n += max(m.want, len(m.live))
+// defaultStubSched is newStubSched over the process's affinity, or over
+// runtime.NumCPU() CPUs where the affinity cannot be read.
+func defaultStubSched() *stubSched {
+	var set unix.CPUSet
+	var own []int
+	if unix.SchedGetaffinity(0, &set) == nil {
+		for c := 0; c <= backend.MaxCPU; c++ {
+			if set.IsSet(c) {
+				own = append(own, c)
+			}
+		}
 	}
-	return n
+	if len(own) == 0 {
+		for c := range runtime.NumCPU() {
+			own = append(own, c)
+		}
+	}
+	return newStubSched(own)
+}
+
+// demand is, per instance the loaded models ask for, the CPUs its stub
+// may run on: each model's config count of instances, or as many as it
+// started when it has no config or started more.
+func (s *stubSched) demand() [][]int {
+	var sets [][]int
+	for _, m := range s.models {
+		for idx := range max(m.want, len(m.live)) {
+			cpus := instanceCPUs(m.spec, idx)
+			if cpus == nil {
+				cpus = s.own
+			}
+			sets = append(sets, cpus)
+		}
+	}
+	return sets
+}
+
+// oversubscribed reports whether instances, each allowed the CPUs of its
+// set, cannot each have a CPU of its own: whether a matching of instances
+// to CPUs that covers every instance fails (Kuhn's augmenting paths).
+// Instances that share one set of n CPUs come down to the count against n.
+func oversubscribed(sets [][]int) bool {
+	cpus := map[int]bool{}
+	for _, set := range sets {
+		for _, c := range set {
+			cpus[c] = true
+		}
+	}
+	if len(sets) > len(cpus) {
+		return true // also bounds the search below by the CPUs there are
+	}
+	owner := map[int]int{} // CPU -> the instance it is given to
+	var seen map[int]bool
+	var place func(i int) bool
+	place = func(i int) bool {
+		for _, c := range sets[i] {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if j, taken := owner[c]; !taken || place(j) {
+				owner[c] = i
+				return true
+			}
+		}
+		return false
+	}
+	for i := range sets {
+		seen = map[int]bool{}
+		if !place(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // join counts in, an instance of spec about to start its stub, and
@@ -63,7 +139,7 @@ func (s *stubSched) join(in *Instance, spec *backend.ModelSpec, auto bool, warn 
 	k := schedKey{spec.Name, spec.Version}
 	m := s.models[k]
 	if m == nil {
-		m = &schedModel{want: instanceCount(spec), live: map[*Instance]bool{}}
+		m = &schedModel{spec: spec, want: instanceCount(spec), live: map[*Instance]bool{}}
 		s.models[k] = m
 	}
 	m.live[in] = auto
@@ -98,7 +174,7 @@ func (s *stubSched) autoBatch() bool {
 // update recomputes the policy and, when it changed, applies it to the
 // running stubs on auto. Callers hold mu.
 func (s *stubSched) update(warn func(error)) {
-	batch := s.demand() > s.cores
+	batch := oversubscribed(s.demand())
 	if batch == s.batch {
 		return
 	}

@@ -126,7 +126,7 @@ func TestStubSchedulingAcrossModels(t *testing.T) {
 	requirePython(t)
 	const other, batch = 0, 3 // SCHED_OTHER, SCHED_BATCH
 	b, _ := newTestBackend(t, Options{})
-	b.sched = newStubSched(2)
+	b.sched = newStubSched([]int{0, 1})
 	model := func(name string, instances int, setting string) *backend.ModelSpec {
 		spec := probeSpec(t, 8)
 		spec.Name = name
@@ -215,5 +215,76 @@ func TestInstanceCount(t *testing.T) {
 		if got := instanceCount(&backend.ModelSpec{ConfigJSON: []byte(c.config)}); got != c.want {
 			t.Errorf("instanceCount(%s) = %d, want %d", c.config, got, c.want)
 		}
+	}
+}
+
+func TestOversubscribed(t *testing.T) {
+	two := []int{0, 1}
+	for _, c := range []struct {
+		name string
+		sets [][]int
+		want bool
+	}{
+		{"none", nil, false},
+		{"two on two", [][]int{two, two}, false},
+		{"three on two", [][]int{two, two, two}, true},
+		{"two confined to one CPU of two", [][]int{{1}, {1}}, true},
+		{"one on each CPU", [][]int{{0}, {1}}, false},
+		{"two unconfined beside one on CPU 1", [][]int{two, two, {1}}, true},
+		{"one unconfined beside one on CPU 1", [][]int{two, {1}}, false},
+		// The first takes CPU 0, the second must move it to CPU 1.
+		{"a choice to undo", [][]int{two, {0}}, false},
+		{"a CPU the server does not run on", [][]int{two, two, {5}}, false},
+		{"chains of overlapping sets", [][]int{{0, 1}, {1, 2}, {2, 0}}, false},
+		{"four sets over three CPUs", [][]int{{0, 1}, {1, 2}, {2, 0}, {0, 1, 2}}, true},
+	} {
+		if got := oversubscribed(c.sets); got != c.want {
+			t.Errorf("%s: oversubscribed(%v) = %v, want %v", c.name, c.sets, got, c.want)
+		}
+	}
+}
+
+// TestStubSchedHostPolicies: auto's decision counts the CPUs a host
+// policy confines each instance to, not the server's. Two instances
+// confined to one CPU contend on a machine of four, so their stubs go
+// SCHED_BATCH; spread over two CPUs, or unconfined, they do not.
+func TestStubSchedHostPolicies(t *testing.T) {
+	spec := func(name string, cpus [][]int) *backend.ModelSpec {
+		return &backend.ModelSpec{Name: name, Version: 1, InstanceCPUs: cpus,
+			ConfigJSON: fmt.Appendf(nil, `{"instance_group":[{"count":%d}]}`, len(cpus))}
+	}
+	warn := func(err error) { t.Errorf("warned: %v", err) }
+	for _, c := range []struct {
+		name string
+		cpus [][]int
+		want bool
+	}{
+		{"unconfined", [][]int{nil, nil}, false},
+		{"both on CPU 1", [][]int{{1}, {1}}, true},
+		{"CPU 1 and CPU 2", [][]int{{1}, {2}}, false},
+		{"one unconfined, one on CPU 1", [][]int{nil, {1}}, false},
+	} {
+		s := newStubSched([]int{0, 1, 2, 3})
+		sp := spec(c.name, c.cpus)
+		got := s.join(&Instance{idx: 0, spec: sp}, sp, true, warn)
+		if got != c.want {
+			t.Errorf("%s: auto stubs run SCHED_BATCH: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// The count is across models: a second model confined to CPU 1 next
+	// to one already there tips the first into SCHED_BATCH too.
+	s := newStubSched([]int{0, 1, 2, 3})
+	a, b := spec("a", [][]int{{1}}), spec("b", [][]int{{1}})
+	ia := &Instance{idx: 0, spec: a}
+	if s.join(ia, a, true, warn) {
+		t.Errorf("one instance on CPU 1: SCHED_BATCH, want SCHED_OTHER")
+	}
+	ib := &Instance{idx: 0, spec: b}
+	if !s.join(ib, b, true, warn) {
+		t.Errorf("a second model's instance on CPU 1: SCHED_OTHER, want SCHED_BATCH")
+	}
+	s.leave(ib, b, warn)
+	if s.autoBatch() {
+		t.Errorf("the second model unloaded: SCHED_BATCH, want SCHED_OTHER")
 	}
 }
