@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -61,6 +63,7 @@ func wrkScript(dir string, c wrkCase) (string, error) {
 
 var (
 	wrkP50   = regexp.MustCompile(`(?m)^\s+50%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkP99   = regexp.MustCompile(`(?m)^\s+99%\s+([0-9.]+)(us|ms|s)\s*$`)
 	wrkRate  = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
 	wrkCount = regexp.MustCompile(`(?m)^\s+([0-9]+) requests in `)
 	wrkBad   = regexp.MustCompile(`(?m)^\s+(Non-2xx or 3xx responses|Socket errors):`)
@@ -109,8 +112,8 @@ func clientThreads(conc int) string { return strconv.Itoa(min(conc, 2)) }
 // take it.
 func durationSeconds(d time.Duration) string { return strconv.Itoa(max(int(d.Seconds()), 1)) }
 
-// runWrk drives c with wrk at concurrency conc for d and returns p50 and
-// throughput.
+// runWrk drives c with wrk at concurrency conc for d and returns p50, p99
+// and throughput.
 func runWrk(wrk, dir string, c wrkCase, conc int, d time.Duration) (result, error) {
 	script, err := wrkScript(dir, c)
 	if err != nil {
@@ -121,21 +124,35 @@ func runWrk(wrk, dir string, c wrkCase, conc int, d time.Duration) (result, erro
 	if err != nil {
 		return result{}, fmt.Errorf("wrk %s: %w", c.name, err)
 	}
-	out := run.out
-	if wrkBad.Match(out) {
-		return result{}, fmt.Errorf("wrk %s: errors or non-2xx answers:\n%s", c.name, out)
+	res, count, err := wrkResult(run.out)
+	if err != nil {
+		return result{}, fmt.Errorf("wrk %s: %w", c.name, err)
 	}
-	m, r, n := wrkP50.FindSubmatch(out), wrkRate.FindSubmatch(out), wrkCount.FindSubmatch(out)
-	if m == nil || r == nil || n == nil {
-		return result{}, fmt.Errorf("wrk %s: unexpected output:\n%s", c.name, out)
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(m[2])]
-	rate, _ := strconv.ParseFloat(string(r[1]), 64)
-	count, _ := strconv.Atoi(string(n[1]))
-	res := result{p50: time.Duration(v * unit), throughput: rate}
 	run.perRequest(&res, count)
 	return res, nil
+}
+
+// wrkResult reads wrk's --latency report: p50, p99, throughput and the
+// requests completed. A run with errors or non-2xx answers fails.
+func wrkResult(out []byte) (result, int, error) {
+	if wrkBad.Match(out) {
+		return result{}, 0, fmt.Errorf("errors or non-2xx answers:\n%s", out)
+	}
+	m, m99, r, n := wrkP50.FindSubmatch(out), wrkP99.FindSubmatch(out), wrkRate.FindSubmatch(out), wrkCount.FindSubmatch(out)
+	if m == nil || m99 == nil || r == nil || n == nil {
+		return result{}, 0, fmt.Errorf("unexpected output:\n%s", out)
+	}
+	rate, _ := strconv.ParseFloat(string(r[1]), 64)
+	count, _ := strconv.Atoi(string(n[1]))
+	return result{p50: clientTime(m), p99: clientTime(m99), throughput: rate}, count, nil
+}
+
+// clientTime is a time a load generator printed: a number, then the unit
+// (us, ms or s), as the first two groups of match.
+func clientTime(match [][]byte) time.Duration {
+	v, _ := strconv.ParseFloat(string(match[1]), 64)
+	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(match[2])]
+	return time.Duration(v * unit)
 }
 
 // runGhz drives ModelInfer on addr with ghz at concurrency conc for d, as
@@ -187,8 +204,11 @@ func runGhz(ghz, protoDir, dir, addr string, req *pb.ModelInferRequest, conc int
 	}
 	res := result{throughput: rep.Rps}
 	for _, l := range rep.Latencies {
-		if l.Percentage == 50 {
+		switch l.Percentage {
+		case 50:
 			res.p50 = time.Duration(l.Latency)
+		case 99:
+			res.p99 = time.Duration(l.Latency)
 		}
 	}
 	run.perRequest(&res, rep.Count)
@@ -232,10 +252,9 @@ func grpcCase(name, addr string, req *pb.ModelInferRequest, streams int) (h2Case
 }
 
 var (
-	h2Done    = regexp.MustCompile(`(?m)^requests: \d+ total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
-	h2Rate    = regexp.MustCompile(`(?m)^finished in [0-9.]+m?s, ([0-9.]+) req/s`)
-	h2Data    = regexp.MustCompile(`(?m)^traffic: .*\((\d+)\) data`)
-	h2Request = regexp.MustCompile(`(?m)^time for request:\s+\S+\s+\S+\s+([0-9.]+)(us|ms|s)\s`)
+	h2Done = regexp.MustCompile(`(?m)^requests: \d+ total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
+	h2Rate = regexp.MustCompile(`(?m)^finished in [0-9.]+m?s, ([0-9.]+) req/s`)
+	h2Data = regexp.MustCompile(`(?m)^traffic: .*\((\d+)\) data`)
 )
 
 // runH2load drives c with h2load at concurrency conc (conc/streams
@@ -245,7 +264,8 @@ var (
 // as h2load saw succeed and every answer carried a response body. (The
 // count can also take in requests of the previous client still in flight
 // when it ended, at most its concurrency: a bound, not an exact match.)
-// h2load prints no percentiles; p50 holds its mean time per request.
+// h2load's report has no percentiles: they come from its log of every
+// request (--log-file).
 func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served func() uint64) (result, error) {
 	streams := max(c.streams, 1)
 	conns := max(conc/streams, 1)
@@ -253,8 +273,10 @@ func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served f
 	if err := os.WriteFile(df, c.body, 0o644); err != nil {
 		return result{}, err
 	}
+	lf := filepath.Join(dir, "h2load-"+c.name+".log")
+	defer os.Remove(lf)
 	args := []string{"-t" + clientThreads(conns), "-c" + strconv.Itoa(conns), "-m" + strconv.Itoa(streams),
-		"-D" + durationSeconds(d), "-d", df}
+		"-D" + durationSeconds(d), "-d", df, "--log-file=" + lf}
 	if c.h1 {
 		args = append(args, "--h1")
 	}
@@ -271,16 +293,52 @@ func runH2load(h2load, dir string, c h2Case, conc int, d time.Duration, served f
 	if err != nil {
 		return result{}, fmt.Errorf("h2load %s: %w", c.name, err)
 	}
+	log, err := os.Open(lf)
+	if err != nil {
+		return result{}, fmt.Errorf("h2load %s: its request log: %w", c.name, err)
+	}
+	defer log.Close()
+	if res.p50, res.p99, err = h2loadPercentiles(log, done); err != nil {
+		return result{}, fmt.Errorf("h2load %s: its request log %s: %w", c.name, lf, err)
+	}
 	run.perRequest(&res, done)
 	return res, nil
 }
 
+// h2loadPercentiles reads h2load's --log-file (per request: start time
+// in microseconds since the epoch, HTTP status, microseconds until the
+// end of the response, tab-separated) and returns the p50 and p99 of the
+// last column. The log must hold done requests, the count of the report.
+func h2loadPercentiles(log io.Reader, done int) (p50, p99 time.Duration, err error) {
+	times := make([]time.Duration, 0, done)
+	sc := bufio.NewScanner(log)
+	for line := 1; sc.Scan(); line++ {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) < 3 {
+			return 0, 0, fmt.Errorf("line %d: %q: want at least three tab-separated columns", line, sc.Text())
+		}
+		v, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || v < 0 {
+			return 0, 0, fmt.Errorf("line %d: %q: the third column is not a time in microseconds", line, sc.Text())
+		}
+		times = append(times, time.Duration(v)*time.Microsecond)
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if len(times) != done || done == 0 {
+		return 0, 0, fmt.Errorf("%d requests logged, the report counts %d done", len(times), done)
+	}
+	slices.Sort(times)
+	return times[len(times)/2], times[len(times)*99/100], nil
+}
+
 // h2loadResult reads h2load's report of a run during which the server
 // served requests successfully (see runH2load) and returns its throughput
-// and mean time per request, and the requests it completed.
+// and the requests it completed.
 func h2loadResult(out []byte, served uint64, minBody int) (result, int, error) {
-	m, r, b, t := h2Done.FindSubmatch(out), h2Rate.FindSubmatch(out), h2Data.FindSubmatch(out), h2Request.FindSubmatch(out)
-	if m == nil || r == nil || b == nil || t == nil {
+	m, r, b := h2Done.FindSubmatch(out), h2Rate.FindSubmatch(out), h2Data.FindSubmatch(out)
+	if m == nil || r == nil || b == nil {
 		return result{}, 0, fmt.Errorf("unexpected output:\n%s", out)
 	}
 	n := make([]int, 6)
@@ -297,10 +355,8 @@ func h2loadResult(out []byte, served uint64, minBody int) (result, int, error) {
 	case data < ok*minBody:
 		return result{}, 0, fmt.Errorf("%d bytes of response bodies for %d requests (at least %d each):\n%s", data, ok, minBody, out)
 	}
-	v, _ := strconv.ParseFloat(string(t[1]), 64)
-	unit := map[string]float64{"us": 1e3, "ms": 1e6, "s": 1e9}[string(t[2])]
 	rate, _ := strconv.ParseFloat(string(r[1]), 64)
-	return result{p50: time.Duration(v * unit), throughput: rate}, done, nil
+	return result{throughput: rate}, done, nil
 }
 
 // startFastAPI runs the FastAPI + uvicorn peer on model and waits until
@@ -474,9 +530,9 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 		}
 	}
 	fmt.Printf("\noutside load generators, medians of %d rounds: wrk -t1/2 (Lua script); h2load -t1/2, HTTP binary over HTTP/1.1 and gRPC over h2c,\n", o.rounds)
-	fmt.Printf("one connection per client with one request in flight (-mux: %d connections, conc/%d streams each; p50 is h2load's mean);\n", grpcConns, grpcConns)
+	fmt.Printf("one connection per client with one request in flight (-mux: %d connections, conc/%d streams each; percentiles from its --log-file);\n", grpcConns, grpcConns)
 	fmt.Printf("ghz -B (pre-serialized request), no call templates, one connection per worker. Server CPU: this process's (FastAPI: not counted)\n")
-	fmt.Printf("%-24s %5s %10s %12s %12s %12s %18s\n", "case", "conc", "p50 us", "req/s", "client us/req", "server us/req", "server csw/req v+i")
+	fmt.Printf("%-24s %5s %10s %10s %12s %12s %12s %18s\n", "case", "conc", "p50 us", "p99 us", "req/s", "client us/req", "server us/req", "server csw/req v+i")
 	med := map[string]map[int]result{}
 	for _, n := range slices.Sorted(maps.Keys(res)) {
 		med[n] = map[int]result{}
@@ -490,7 +546,11 @@ func external(o options, dir string, srv servers, jsonBody, binBody []byte, binH
 			if strings.HasSuffix(n, "fastapi-json") {
 				server, csw = "-", "-"
 			}
-			fmt.Printf("%-24s %5d %10.1f %12.0f %12.1f %12s %18s\n", n, c, us(m.p50), m.throughput, us(m.clientCPU), server, csw)
+			p99 := "-"
+			if m.p99 > 0 {
+				p99 = fmt.Sprintf("%.1f", us(m.p99))
+			}
+			fmt.Printf("%-24s %5d %10.1f %10s %12.0f %12.1f %12s %18s\n", n, c, us(m.p50), p99, m.throughput, us(m.clientCPU), server, csw)
 		}
 	}
 	var goals []goal
