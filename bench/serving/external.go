@@ -321,6 +321,9 @@ func h2loadPercentiles(log io.Reader, done int) (p50, p99 time.Duration, err err
 		if err != nil || v < 0 {
 			return 0, 0, fmt.Errorf("line %d: %q: the third column is not a time in microseconds", line, sc.Text())
 		}
+		if len(times) == done {
+			return 0, 0, fmt.Errorf("more than the %d requests the report counts done are logged", done)
+		}
 		times = append(times, time.Duration(v)*time.Microsecond)
 	}
 	if err := sc.Err(); err != nil {

@@ -82,6 +82,7 @@ func TestH2loadPercentiles(t *testing.T) {
 		want      string
 	}{
 		{"fewer logged", "1796615941964079\t200\t11693\n", 2, "1 requests logged, the report counts 2 done"},
+		{"more logged", "1796615941964079\t200\t11693\n1796615941964080\t200\t11693\n", 1, "more than the 1 requests"},
 		{"empty", "", 0, "0 requests logged"},
 		{"two columns", "1796615941964079\t200\n", 1, "line 1"},
 		{"not a number", "1796615941964079\t200\t1.5ms\n", 1, "the third column is not a time"},
