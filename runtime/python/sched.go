@@ -85,6 +85,9 @@ func (s *stubSched) demand() [][]int {
 				cpus = s.own
 			}
 			sets = append(sets, cpus)
+			if len(sets) > backend.MaxCPU+1 {
+				return sets // more than any machine's CPUs: oversubscribed
+			}
 		}
 	}
 	return sets
@@ -108,12 +111,19 @@ func oversubscribed(sets [][]int) bool {
 	var seen map[int]bool
 	var place func(i int) bool
 	place = func(i int) bool {
+		// A free CPU first: instances sharing one set then never search.
+		for _, c := range sets[i] {
+			if _, taken := owner[c]; !taken {
+				owner[c] = i
+				return true
+			}
+		}
 		for _, c := range sets[i] {
 			if seen[c] {
 				continue
 			}
 			seen[c] = true
-			if j, taken := owner[c]; !taken || place(j) {
+			if place(owner[c]) {
 				owner[c] = i
 				return true
 			}

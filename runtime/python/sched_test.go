@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -241,6 +242,18 @@ func TestOversubscribed(t *testing.T) {
 		if got := oversubscribed(c.sets); got != c.want {
 			t.Errorf("%s: oversubscribed(%v) = %v, want %v", c.name, c.sets, got, c.want)
 		}
+	}
+	// As many instances as the largest machine has CPUs, all on one set.
+	all := make([]int, backend.MaxCPU+1)
+	for c := range all {
+		all[c] = c
+	}
+	sets := slices.Repeat([][]int{all}, len(all))
+	if oversubscribed(sets) {
+		t.Errorf("%d instances on %d CPUs: oversubscribed", len(sets), len(all))
+	}
+	if !oversubscribed(append(sets, all)) {
+		t.Errorf("%d instances on %d CPUs: not oversubscribed", len(sets)+1, len(all))
 	}
 }
 
