@@ -221,10 +221,11 @@ func New(opts Options) *Backend {
 		}
 		opts.CacheDir = filepath.Join(base, "tritonserver")
 	}
+	affinity := serverAffinity()
 	b := &Backend{
 		opts:    opts,
-		spin:    defaultSpinBudget(),
-		sched:   defaultStubSched(),
+		spin:    defaultSpinBudget(affinity),
+		sched:   defaultStubSched(affinity),
 		scripts: map[string]string{},
 		probes:  map[probeKey]interpreterInfo{},
 		metrics: newCustomMetrics(),

@@ -53,14 +53,13 @@ func newStubSched(own []int) *stubSched {
 	return &stubSched{own: own, models: map[schedKey]*schedModel{}}
 }
 
-// defaultStubSched is newStubSched over the process's affinity, or over
-// runtime.NumCPU() CPUs where the affinity cannot be read.
-func defaultStubSched() *stubSched {
-	var set unix.CPUSet
+// defaultStubSched is newStubSched over the server's affinity, or over
+// runtime.NumCPU() CPUs where it is not known (nil).
+func defaultStubSched(affinity *unix.CPUSet) *stubSched {
 	var own []int
-	if unix.SchedGetaffinity(0, &set) == nil {
+	if affinity != nil {
 		for c := 0; c <= backend.MaxCPU; c++ {
-			if set.IsSet(c) {
+			if affinity.IsSet(c) {
 				own = append(own, c)
 			}
 		}

@@ -35,13 +35,25 @@ func newSpinBudget(cores int) *spinBudget {
 	return b
 }
 
-func defaultSpinBudget() *spinBudget {
+// defaultSpinBudget counts the cores of runtime.NumCPU() and, where
+// known (not nil), the CPUs of the server's affinity.
+func defaultSpinBudget(affinity *unix.CPUSet) *spinBudget {
 	b := newSpinBudget(runtime.NumCPU())
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) == nil {
+	if affinity != nil {
+		set := *affinity
 		b.cpus = &set
 	}
 	return b
+}
+
+// serverAffinity is the CPUs this process may run on, nil where they
+// cannot be read.
+func serverAffinity() *unix.CPUSet {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return nil
+	}
+	return &set
 }
 
 // addCPUs counts the CPUs of a stub's host policy among the cores: a
