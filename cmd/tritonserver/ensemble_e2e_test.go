@@ -41,6 +41,24 @@ ensemble_scheduling { step [
 ] }
 `
 
+// writePytorchLinear writes the report's model, simple_linear, into the
+// repository root as a pytorch_libtorch model (config lines extra added),
+// its model.pt made by the report's make_model.py with python py; it
+// returns model.pt's path.
+func writePytorchLinear(t *testing.T, py, root, extra string) string {
+	t.Helper()
+	writeConfig(t, root, "simple_linear", `platform: "pytorch_libtorch"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [10] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [5] }]
+`+extra, "1")
+	modelPT := filepath.Join(root, "simple_linear", "1", "model.pt")
+	if out, err := exec.Command(py, "../../runtime/python/testdata/make_model.py", modelPT).CombinedOutput(); err != nil {
+		t.Fatalf("make_model.py: %v %s", err, out)
+	}
+	return modelPT
+}
+
 // TestEnsemblePythonThenPyTorch runs the real program over an ensemble of
 // a python preprocessing model and the report's pytorch model: over HTTP
 // and gRPC the ensemble answers torch's own forward of the preprocessed
@@ -62,15 +80,7 @@ instance_group [{ kind: KIND_CPU count: 1 }]
 	if err := os.WriteFile(filepath.Join(root, "pre", "1", "model.py"), []byte(preModel), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeConfig(t, root, "simple_linear", `platform: "pytorch_libtorch"
-max_batch_size: 8
-input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [10] }]
-output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [5] }]
-`, "1")
-	modelPT := filepath.Join(root, "simple_linear", "1", "model.pt")
-	if out, err := exec.Command(py, "../../runtime/python/testdata/make_model.py", modelPT).CombinedOutput(); err != nil {
-		t.Fatalf("make_model.py: %v %s", err, out)
-	}
+	modelPT := writePytorchLinear(t, py, root, "")
 	writeConfig(t, root, "pipeline", pipelineConfig, "1")
 	base, _, grpcAddr, logs := startPythonServer(t, true, "pipeline", "--model-repository", root)
 

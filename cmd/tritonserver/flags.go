@@ -478,7 +478,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(funcFlag(func(v string) error { return c.setCacheConfig("local,size=" + v) }), "response-cache-byte-size", "deprecated: --cache-config local,size=<bytes>")
 	fs.String("cache-directory", "/opt/tritonserver/caches", "accepted for Triton's command lines; the local cache is built into this binary, so no directory is searched")
 	fs.StringVar(&c.rateLimit, "rate-limit", "off", "rate limiting mode: execution_count (instances execute only while they hold their instance group's rate_limiter resources, across all models) or off")
-	fs.Var(funcFlag(c.setHostPolicy), "host-policy", "host policy setting <policy>,cpu-cores=<list> (e.g. cpu,cpu-cores=2-3): the CPUs the python stubs of instances under that policy run on; instance groups name their policy in host_policy, KIND_CPU groups default to \"cpu\" (repeatable)")
+	fs.Var(funcFlag(c.setHostPolicy), "host-policy", "host policy setting <policy>,cpu-cores=<list> (e.g. cpu,cpu-cores=2-3): the CPUs the instances under that policy run on (python stubs; pytorch instances' forward threads); instance groups name their policy in host_policy, KIND_CPU groups default to \"cpu\" (repeatable)")
 	fs.Var(listFlag{&c.rateResources}, "rate-limit-resource", "copies of a rate limiter resource, <resource_name>:<count>[:<device>] (repeatable; names case-insensitive; by default the most any instance lists)")
 	lim := addLimitFlags(fs)
 	var tf traceFlags

@@ -43,3 +43,13 @@ func ParseCPUList(s string) ([]int, error) {
 	slices.Sort(cpus)
 	return cpus, nil
 }
+
+// FormatCPUList writes cpus as comma-separated numbers, a list
+// ParseCPUList reads back: for messages and the python stub's --cpus.
+func FormatCPUList(cpus []int) string {
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
+}

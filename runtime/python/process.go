@@ -132,13 +132,7 @@ func instanceCPUs(spec *backend.ModelSpec, idx int) []int {
 
 // cpuListArg is the stub's --cpus argument for cpus: their numbers,
 // comma-separated.
-func cpuListArg(cpus []int) string {
-	parts := make([]string, len(cpus))
-	for i, c := range cpus {
-		parts[i] = strconv.Itoa(c)
-	}
-	return "--cpus=" + strings.Join(parts, ",")
-}
+func cpuListArg(cpus []int) string { return "--cpus=" + backend.FormatCPUList(cpus) }
 
 // startStub starts the stub and waits for its hello frame.
 func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) {

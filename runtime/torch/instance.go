@@ -102,12 +102,26 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	if err != nil {
 		return nil, wrapErr(where, err)
 	}
-	inst, err := newInstance(spec, mod, mod.InputNames(), mod.NumRequiredInputs(), mod.NumOutputs())
+	var fwd forwarder = mod
+	closeAll := mod.Close
+	if idx < len(spec.InstanceCPUs) && len(spec.InstanceCPUs[idx]) > 0 {
+		placed, err := placeForwards(mod, spec.InstanceCPUs[idx])
+		if err != nil {
+			_ = mod.Close()
+			return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
+		}
+		fwd = placed
+		closeAll = func() error {
+			placed.stop()
+			return mod.Close()
+		}
+	}
+	inst, err := newInstance(spec, fwd, mod.InputNames(), mod.NumRequiredInputs(), mod.NumOutputs())
 	if err != nil {
-		_ = mod.Close()
+		_ = closeAll()
 		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %w", where, modelPath(spec), err)
 	}
-	inst.close = mod.Close
+	inst.close = closeAll
 	inst.timeout = timeout
 	b.blas.Do(b.reportBLAS)
 	return inst, nil

@@ -603,12 +603,26 @@ func BenchmarkForward(b *testing.B) {
 	}
 	defer mod.Close()
 	in := []backend.Tensor{{DataType: backend.FP32, Shape: []int64{8, 10}, Data: f32bytes(values(80, 0))}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := mod.Forward(in); err != nil {
-			b.Fatal(err)
+	run := func(b *testing.B, fwd forwarder) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fwd.Forward(in); err != nil {
+				b.Fatal(err)
+			}
 		}
+	}
+	b.Run("module", func(b *testing.B) { run(b, mod) })
+	// Under a host policy each forward crosses to the instance's confined
+	// thread and back: one wake-up each way, on the caller's CPU or not.
+	for _, cpu := range testenv.AllowedCPUs(b) {
+		b.Run("placed-cpu"+strconv.Itoa(cpu), func(b *testing.B) {
+			placed, err := placeForwards(mod, []int{cpu})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer placed.stop()
+			run(b, placed)
+		})
 	}
 }
 
@@ -1016,5 +1030,95 @@ func TestRaggedBatchThroughLibtorch(t *testing.T) {
 		if got := f32s(s.Data)[0]; math.Abs(float64(got)-sum) > 1e-4 {
 			t.Errorf("request %d SUM = %v, want %v (INDEX wrong?)", i, got, sum)
 		}
+	}
+}
+
+// confinedThreads lists this process's threads that may run on cpu alone.
+func confinedThreads(t *testing.T, cpu int) []int {
+	t.Helper()
+	var out []int
+	for tid, cpus := range testenv.ThreadCPUs(t, os.Getpid()) {
+		if cpus == strconv.Itoa(cpu) {
+			out = append(out, tid)
+		}
+	}
+	return out
+}
+
+// TestHostPolicyConfinesForwards: an instance under a host policy runs its
+// forwards on a thread confined to the policy's CPUs, and libtorch's
+// intra-op team, which that thread starts at its first parallel forward,
+// inherits them (as under Triton, where the policy is set on the
+// instance's thread). The forward's result is torch's.
+func TestHostPolicyConfinesForwards(t *testing.T) {
+	cpu := testenv.ConfinableCPU(t)
+	if before := confinedThreads(t, cpu); len(before) > 0 {
+		t.Fatalf("threads %v already keep to CPU %d", before, cpu)
+	}
+	// An elementwise forward over 4 x 65536 values: at::parallel_for
+	// splits it between the two intra-op threads.
+	const n = 1 << 16
+	repo := t.TempDir()
+	vdir := filepath.Join(repo, "wide", "1")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, `
+import sys, torch
+class Wide(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x * 2.0 + 1.0)
+torch.jit.script(Wide()).save(sys.argv[1])
+`, filepath.Join(vdir, "model.pt"))
+	spec := &backend.ModelSpec{
+		Name: "wide", Version: 1, Repository: repo, ModelDir: filepath.Join(repo, "wide"), VersionDir: vdir,
+		MaxBatchSize: 4,
+		Inputs:       []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{n}}},
+		Outputs:      []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{n}}},
+		Parameters:   map[string]string{ParamIntraOpThreads: "2"},
+		InstanceCPUs: [][]int{nil, {cpu}},
+	}
+	b := New(Options{})
+	if !b.PlacesInstances() {
+		t.Fatal("the pytorch backend does not place instances")
+	}
+	inst, err := b.NewInstance(context.Background(), spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	x := values(4*n, 3)
+	resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(x, 4)})
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("execute: %v / %v", err, resps[0].Err)
+	}
+	want := make([]float32, len(x))
+	for i, v := range x {
+		want[i] = float32(math.Tanh(float64(v*2 + 1)))
+	}
+	closeTo(t, "OUTPUT__0", f32s(resps[0].Outputs[0].Data), want, 1e-5)
+	if confined := confinedThreads(t, cpu); len(confined) < 2 {
+		t.Errorf("threads %v keep to CPU %d after a parallel forward: want the instance's thread and its intra-op team", confined, cpu)
+	}
+
+	// Instance 0 has no policy: nothing is confined for it.
+	free, err := b.NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+	if _, ok := free.(*instance).fwd.(*Module); !ok {
+		t.Errorf("an instance without a host policy forwards through %T, want the module itself", free.(*instance).fwd)
+	}
+
+	spec.InstanceCPUs = [][]int{{backend.MaxCPU}}
+	if cpu == backend.MaxCPU {
+		return
+	}
+	_, err = b.NewInstance(context.Background(), spec, 0)
+	var be *backend.Error
+	if !errors.As(err, &be) || be.Code != backend.InvalidArg ||
+		!strings.Contains(err.Error(), `model "wide" version 1 instance 0: cannot confine the instance's thread to CPUs 1023 (its host policy's cpu-cores)`) {
+		t.Fatalf("an instance under a policy of CPU %d: %v", backend.MaxCPU, err)
 	}
 }
