@@ -103,25 +103,24 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 		return nil, wrapErr(where, err)
 	}
 	var fwd forwarder = mod
-	closeAll := mod.Close
+	var placed *placedForwarder
 	if idx < len(spec.InstanceCPUs) && len(spec.InstanceCPUs[idx]) > 0 {
-		placed, err := placeForwards(mod, spec.InstanceCPUs[idx])
-		if err != nil {
+		if placed, err = placeForwards(mod, spec.InstanceCPUs[idx]); err != nil {
 			_ = mod.Close()
 			return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 		}
 		fwd = placed
-		closeAll = func() error {
-			placed.stop()
-			return mod.Close()
-		}
 	}
 	inst, err := newInstance(spec, fwd, mod.InputNames(), mod.NumRequiredInputs(), mod.NumOutputs())
 	if err != nil {
-		_ = closeAll()
+		if placed != nil {
+			placed.stop()
+		}
+		_ = mod.Close()
 		return nil, backend.Errorf(backend.InvalidArg, "%s (%s): %w", where, modelPath(spec), err)
 	}
-	inst.close = closeAll
+	inst.close = mod.Close
+	inst.placed = placed
 	inst.timeout = timeout
 	b.blas.Do(b.reportBLAS)
 	return inst, nil
@@ -222,6 +221,9 @@ type instance struct {
 	// set once a forward outlived it: that forward still holds the module.
 	timeout time.Duration
 	stuck   atomic.Bool
+	// placed is the confined thread the forwards run on under a host
+	// policy (fwd then hands them to it); nil: the caller's.
+	placed *placedForwarder
 }
 
 // errStuck is what a retired instance answers.
@@ -372,6 +374,11 @@ func newInstance(spec *backend.ModelSpec, fwd forwarder, forwardNames []string, 
 func (in *instance) Close() error {
 	if in.close == nil {
 		return nil
+	}
+	if in.placed != nil {
+		// No forward follows; a stuck one keeps the thread until it
+		// returns, and then the thread ends.
+		in.placed.stop()
 	}
 	if in.stuck.Load() {
 		in.close = nil

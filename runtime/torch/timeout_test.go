@@ -2,18 +2,31 @@ package torch
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tritonbuild/tritonbuild/internal/testenv"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 // hangingModel is a forward() that never returns until released, like a
-// TorchScript loop without end.
-type hangingModel struct{ release chan struct{} }
+// TorchScript loop without end. tid receives the OS thread it runs on.
+type hangingModel struct {
+	release chan struct{}
+	tid     chan int
+}
 
 func (m *hangingModel) Forward([]backend.Tensor) ([]backend.Tensor, error) {
+	if m.tid != nil {
+		m.tid <- unix.Gettid()
+	}
 	<-m.release
 	return nil, nil
 }
@@ -58,5 +71,48 @@ func TestExecuteTimeoutRetiresInstance(t *testing.T) {
 		if _, err := secondsParam(map[string]string{ParamExecuteTimeout: bad}, ParamExecuteTimeout); err == nil {
 			t.Errorf("%s=%q accepted", ParamExecuteTimeout, bad)
 		}
+	}
+}
+
+// TestExecuteTimeoutEndsPlacedThread: under a host policy, a forward that
+// outlived the execute timeout keeps its confined thread until it
+// returns, and Close of the retired instance lets the thread end then
+// instead of leaving it waiting for forwards that never come.
+func TestExecuteTimeoutEndsPlacedThread(t *testing.T) {
+	cpu := testenv.ConfinableCPU(t)
+	spec := rowSpec(8)
+	m := &hangingModel{release: make(chan struct{}), tid: make(chan int, 1)}
+	placed, err := placeForwards(m, []int{cpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := newInstance(spec, placed, []string{"x"}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst.placed = placed
+	inst.timeout = 200 * time.Millisecond
+	inst.close = func() error { t.Error("the module of a running forward was freed"); return nil }
+	resps, err := inst.Execute(context.Background(), []*backend.Request{rowRequest(1, 2, 0)})
+	if err != nil || resps[0].Err == nil {
+		t.Fatalf("hanging forward: %v %v", resps, err)
+	}
+	task := filepath.Join("/proc/self/task", strconv.Itoa(<-m.tid))
+	if err := inst.Close(); err == nil {
+		t.Error("Close of a retired instance claims it freed it")
+	}
+	if _, err := os.Stat(task); err != nil {
+		t.Fatalf("the thread of the stuck forward ended before the forward returned: %v", err)
+	}
+	close(m.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs after its stuck forward returned and the instance closed", task)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
