@@ -379,8 +379,9 @@ func (c *config) setCacheConfig(s string) error {
 }
 
 // setHostPolicy takes one --host-policy=<policy>,<setting>=<value>. Of
-// Triton's three settings this server applies cpu-cores (to python stubs,
-// see backend.CPUPlacer); numa-node would also bind memory, and
+// Triton's three settings this server applies cpu-cores (to python stubs
+// and pytorch instances' forward threads, see backend.CPUPlacer);
+// numa-node would also bind memory, and
 // pinned-memory-pool-byte-size sizes a pool for GPU copies, neither of
 // which exists here, so both are refused by name rather than ignored.
 func (c *config) setHostPolicy(s string) error {
