@@ -196,10 +196,22 @@ func (c *channel) pollRead(p []byte) (int, error) {
 		return c.r.Read(p)
 	}
 	c.polling.Store(true)
-	defer func() {
-		c.polling.Store(false)
-		c.budget.release()
-	}()
+	// The slot is held while the read polls, not while it sleeps: a read
+	// that polled its window out and parked holds it until its next frame
+	// comes, which for an idle instance is never. Each idle reader then
+	// took a core from the budget, and with the load on one instance of
+	// four (one client) neither that instance's stub nor its reader was
+	// let poll again: every request paid two wake-ups
+	// (docs/performance.md, "Twenty-second machine").
+	held := true
+	unhold := func() {
+		if held {
+			held = false
+			c.polling.Store(false)
+			c.budget.release()
+		}
+	}
+	defer unhold()
 	var n int
 	var rerr error
 	polled := false
@@ -225,6 +237,7 @@ func (c *channel) pollRead(p []byte) (int, error) {
 		if o == pollAtOnce || o == pollGot {
 			return true
 		}
+		unhold() // polling is over; the read may park
 		// The poller is edge-triggered and forgot any edge from before
 		// this read began: only a read(2) that finds the pipe empty makes
 		// sure the next bytes wake it. Bytes written before the stub's

@@ -87,11 +87,13 @@ type spanLoad struct {
 
 func startSpanLoad(s *scheduler.Scheduler) *spanLoad {
 	l := &spanLoad{spans: map[[2]float64]bool{}, stop: make(chan struct{})}
-	req := &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{1}, 1)}}
 	for range 16 {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			// One request per client: the scheduler sets a request's
+			// context as it executes it.
+			req := &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{1}, 1)}}
 			for {
 				select {
 				case <-l.stop:

@@ -3,6 +3,7 @@ package python
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -169,5 +170,63 @@ func TestPollSurvivesAGarbageCount(t *testing.T) {
 	}
 	if string(got) != `{"seq":3}` {
 		t.Fatalf("read %q", got)
+	}
+}
+
+// A read holds its spin-budget slot while it polls, not once the poll
+// gave up and the read parked: an idle instance's reader would otherwise
+// keep a core of the budget until its next frame, and the busy
+// instance's stub and reader were then refused polling.
+func TestParkedReadGivesBackItsSpinSlot(t *testing.T) {
+	c, _, fromStub := pipeChannel(t)
+	c.budget = newSpinBudget(2)
+	// A window long enough to see the poll hold its slot.
+	if err := c.setPoll(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	c.expect.Add(1)
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.recv(context.Background(), time.Now().Add(time.Minute))
+		got <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.polling.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never polled")
+		}
+		runtime.Gosched()
+	}
+	if n := c.budget.spinning.Load(); n != 1 {
+		t.Fatalf("a polling read holds %d spin slots, want 1", n)
+	}
+	// Past its window the read parks.
+	for c.budget.spinning.Load() != 0 || c.polling.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a read parked past its %v poll still holds a spin slot (spinning %d)", c.poll, c.budget.spinning.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the read ended with no frame sent: %v", err)
+	default:
+	}
+	// Both other slots are free for the busy instances meanwhile.
+	if !c.budget.acquire() || !c.budget.acquire() {
+		t.Fatal("the budget refused a poll while one read was parked")
+	}
+	c.budget.release()
+	c.budget.release()
+	f := frame(`{"seq":3}`)
+	if _, err := fromStub.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	c.bell.count(bellToServer).Add(uint64(len(f)))
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.budget.spinning.Load(); n != 0 {
+		t.Fatalf("spinning %d after the read ended, want 0 (a slot given back twice or kept)", n)
 	}
 }
