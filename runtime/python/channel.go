@@ -196,13 +196,13 @@ func (c *channel) pollRead(p []byte) (int, error) {
 		return c.r.Read(p)
 	}
 	c.polling.Store(true)
-	// The slot is held while the read polls, not while it sleeps: a read
-	// that polled its window out and parked holds it until its next frame
-	// comes, which for an idle instance is never. Each idle reader then
-	// took a core from the budget, and with the load on one instance of
-	// four (one client) neither that instance's stub nor its reader was
-	// let poll again: every request paid two wake-ups
-	// (docs/performance.md, "Twenty-second machine").
+	// The slot is held while the read polls and given back before it
+	// parks: a parked read returns only when its next frame comes, for an
+	// idle instance maybe never, and a slot kept that long took a core
+	// from the budget. With one client's load on one instance of four,
+	// neither that instance's stub nor its reader was then let poll, and
+	// every request paid two wake-ups (docs/performance.md,
+	// "Twenty-second machine").
 	held := true
 	unhold := func() {
 		if held {
