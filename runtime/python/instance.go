@@ -375,6 +375,9 @@ func (in *Instance) Execute(ctx context.Context, reqs []*backend.Request) ([]*ba
 	if err := in.ensureRunning(ctx); err != nil {
 		return nil, err
 	}
+	if err := in.awaitLate(ctx); err != nil {
+		return nil, err
+	}
 	// After the inputs, a byte per request that the server sets when its
 	// client gives up, for request.is_cancelled(); the outputs follow.
 	cancelOff := alignUp(end)
@@ -532,8 +535,9 @@ func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, erro
 		frame, err := proc.await(ctx, deadline)
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				// The caller gave up; the stub keeps working on the batch
-				// and its late reply is skipped by sequence number.
+				// The caller gave up; the stub keeps working on the batch,
+				// and the next Execute waits for its reply (awaitLate).
+				proc.late, proc.lateBy = in.seq, deadline
 				return nil, fmt.Errorf("python model %q instance %d: %w", in.spec.Name, in.idx, err)
 			}
 			return nil, in.stubFailed(proc, "running execute", err)
@@ -547,6 +551,51 @@ func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, erro
 		}
 		return rep, nil
 	}
+}
+
+// awaitLate waits, before a batch is laid out, for the reply to a batch
+// whose caller gave up while the stub ran it. The stub still writes that
+// batch's outputs where its frame said, which is where the next batch's
+// inputs go (the region is laid out from its start for every batch), so
+// the next batch's inputs reached the model overwritten. The wait costs
+// the next batch nothing the stub's one-batch-at-a-time order does not
+// already: the stub cannot start it sooner. A stub that fails or passes
+// the abandoned batch's execute timeout meanwhile is restarted, and the
+// next batch goes to the new one. ctx ending first leaves the batch
+// outstanding. Called with mu held and the stub running.
+func (in *Instance) awaitLate(ctx context.Context) error {
+	for in.proc.late != 0 {
+		proc := in.proc
+		frame, err := proc.await(ctx, proc.lateBy)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("python model %q instance %d: %w", in.spec.Name, in.idx, err)
+			}
+			in.log.Warn("python stub failed running a batch whose caller had given up", "err", in.stubFailed(proc, "running execute", err))
+			if err := in.ensureRunning(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		var rep execReply
+		if err := decodeExecReply(frame, &rep); err != nil {
+			in.log.Warn("python stub failed running a batch whose caller had given up",
+				"err", in.stubFailed(proc, "running execute", fmt.Errorf("unreadable reply %q: %w", truncate(frame, 200), err)))
+			if err := in.ensureRunning(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if rep.Seq < proc.late {
+			continue // an earlier abandoned batch's
+		}
+		proc.late, proc.lateBy = 0, time.Time{}
+		// Outputs written before the reply may have grown the region.
+		if err := in.shm.follow(rep.Shm); err != nil {
+			return backend.Errorf(backend.Internal, "python model %q: %w", in.spec.Name, err)
+		}
+	}
+	return nil
 }
 
 // stubFailed kills what is left of the stub, schedules a restart and

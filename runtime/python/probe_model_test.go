@@ -688,3 +688,78 @@ class TritonPythonModel:
 	resps = execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{0}, 0)
 }
+
+// TestAbandonedBatchKeepsOffNextInputs: a batch whose caller gave up still
+// runs in the stub, which writes its outputs where that batch's frame said.
+// The next batch's inputs must not lie there: laid out from the region's
+// start while the abandoned batch still ran, a larger batch had part of
+// its inputs overwritten by the old outputs before the stub read them.
+func TestAbandonedBatchKeepsOffNextInputs(t *testing.T) {
+	requirePython(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 0)
+	writeFile(t, spec.VersionDir+"/model.py", `import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            if x.flat[0] == -5:
+                time.sleep(0.5)
+                x = np.full(16384, 7, dtype=np.float32)
+            out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", x.copy())]))
+        return out
+`)
+	inst := load(t, b, spec, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	only := func(r *backend.Request) *backend.Request { r.Outputs = []string{"OUTPUT"}; return r }
+	if _, err := inst.Execute(ctx, []*backend.Request{only(probeRequest(-5))}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("abandoned batch: err %v", err)
+	}
+	vals := make([]float32, 32768)
+	for i := range vals {
+		vals[i] = 3
+	}
+	resps := execute(t, inst, only(probeRequest(vals...)))
+	if resps[0].Err != nil {
+		t.Fatal(resps[0].Err)
+	}
+	got := fp32Values(t, output(t, resps[0], "OUTPUT"))
+	for i, v := range got {
+		if v != 3 {
+			t.Fatalf("the next batch's input element %d reached the model as %v, not 3: the abandoned batch's outputs overwrote it", i, v)
+		}
+	}
+}
+
+// TestAbandonedHangRestartsForNextBatch: the next batch after an
+// abandoned one that hangs waits out that batch's execute timeout, then
+// runs on a restarted stub instead of failing for the old batch's sake.
+func TestAbandonedHangRestartsForNextBatch(t *testing.T) {
+	requirePython(t)
+	b, logs := newTestBackend(t, Options{})
+	spec := probeSpec(t, 8)
+	spec.BackendConfig[KeyExecuteTimeout] = "1"
+	inst := load(t, b, spec, 0)
+	pid := inst.PID()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := inst.Execute(ctx, []*backend.Request{probeRequest(-2)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("abandoned batch: err %v", err)
+	}
+	resps := execute(t, inst, probeRequest(5))
+	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{5}, 0)
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the next batch ran %s after the hung one was sent, before its 1s timeout", d)
+	}
+	if inst.PID() == pid || alive(pid) {
+		t.Errorf("hung stub %d not replaced (now %d)", pid, inst.PID())
+	}
+	if !strings.Contains(logs.String(), "whose caller had given up") {
+		t.Errorf("no log of the abandoned batch's failure:\n%s", logs.String())
+	}
+}

@@ -42,6 +42,13 @@ type stubProc struct {
 	replies  chan []byte
 	readDone chan struct{}
 	readErr  error
+
+	// late is the sequence number of a batch whose caller gave up while
+	// the stub ran it, 0 when none is outstanding, and lateBy the
+	// execute timeout's deadline for it (zero: none). Both under the
+	// instance's mu.
+	late   uint64
+	lateBy time.Time
 }
 
 // opPrefix starts every frame the stub sends on its own initiative (a
