@@ -310,29 +310,17 @@ func run(o options) (int, error) {
 	if maxBatch > 1 {
 		modes = append(modes, maxBatch)
 	}
-	// Each vCPU's speed through the rows: a row measured while the vCPU
-	// its stub ran on was in one of the machine's slow phases is the slow
-	// one of a bimodal set, and the goal lines say which rounds were.
-	probe, err := machine.StartSpeedProbe(100 * time.Millisecond)
-	if err != nil {
-		return 0, err
-	}
-	defer probe.Stop()
-	type window struct{ from, to time.Time }
-	windows := map[key][]window{}
 	results := map[key][]result{}
 	for r := 0; r < rounds; r++ {
 		for _, mb := range modes {
 			for _, c := range levels {
 				for _, p := range peers {
-					from := time.Now()
 					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, batched, slots, o.warm, req)
 					if err != nil {
 						return 0, fmt.Errorf("%s: %w", p.name, err)
 					}
 					k := key{p.name, mb, c}
 					results[k] = append(results[k], res)
-					windows[k] = append(windows[k], window{from, time.Now()})
 				}
 			}
 		}
@@ -427,17 +415,6 @@ func run(o options) (int, error) {
 			}
 			fmt.Printf("  python backend p50 over pytorch, conc %2d: %+8.1f us <= %.0f us  %s (the floor's mean is %+.1f us over pytorch's p50, model.py alone %+.1f us)\n",
 				c, us(over), us(limit), verdict, us(floorOver[c]), us(modelOver[c]))
-		}
-		// Samples taking 1.5x the machine's fastest are a vCPU's slow
-		// phase, not the code: its interpreter then runs about 2x slower.
-		fmt.Println("python rows per round, and each vCPU's share of slow samples (bench/internal/machine's speed probe) while they ran:")
-		for _, c := range levels {
-			k := key{"python backend", maxBatch, c}
-			var parts []string
-			for i, w := range windows[k] {
-				parts = append(parts, fmt.Sprintf("p50 %.1f us (%s)", us(results[k][i].p50), machine.FormatSpeeds(probe.Between(w.from, w.to))))
-			}
-			fmt.Printf("  conc %2d: %s\n", c, strings.Join(parts, "; "))
 		}
 	}
 	fmt.Printf("load average at the end: %s\n", machine.LoadAvg())
