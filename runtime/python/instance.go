@@ -557,30 +557,28 @@ func (in *Instance) roundTrip(ctx context.Context, msg []byte) (*execReply, erro
 // whose caller gave up while the stub ran it. The stub still writes that
 // batch's outputs where its frame said, which is where the next batch's
 // inputs go (the region is laid out from its start for every batch), so
-// the next batch's inputs reached the model overwritten. The wait costs
-// the next batch nothing the stub's one-batch-at-a-time order does not
-// already: the stub cannot start it sooner. A stub that fails or passes
-// the abandoned batch's execute timeout meanwhile is restarted, and the
-// next batch goes to the new one. ctx ending first leaves the batch
-// outstanding. Called with mu held and the stub running.
+// without the wait a larger next batch reached the model with inputs
+// overwritten. The wait costs the next batch nothing the stub's
+// one-batch-at-a-time order does not already: the stub cannot start it
+// sooner. A stub that fails or passes the abandoned batch's execute
+// timeout meanwhile is restarted, and the next batch goes to the new one.
+// ctx ending first leaves the batch outstanding. Called with mu held and
+// the stub running.
 func (in *Instance) awaitLate(ctx context.Context) error {
 	for in.proc.late != 0 {
 		proc := in.proc
 		frame, err := proc.await(ctx, proc.lateBy)
-		if err != nil {
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return fmt.Errorf("python model %q instance %d: %w", in.spec.Name, in.idx, err)
-			}
-			in.log.Warn("python stub failed running a batch whose caller had given up", "err", in.stubFailed(proc, "running execute", err))
-			if err := in.ensureRunning(ctx); err != nil {
-				return err
-			}
-			continue
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("python model %q instance %d: %w", in.spec.Name, in.idx, err)
 		}
 		var rep execReply
-		if err := decodeExecReply(frame, &rep); err != nil {
-			in.log.Warn("python stub failed running a batch whose caller had given up",
-				"err", in.stubFailed(proc, "running execute", fmt.Errorf("unreadable reply %q: %w", truncate(frame, 200), err)))
+		if err == nil {
+			if derr := decodeExecReply(frame, &rep); derr != nil {
+				err = fmt.Errorf("unreadable reply %q: %w", truncate(frame, 200), derr)
+			}
+		}
+		if err != nil {
+			in.log.Warn("python stub failed running a batch whose caller had given up", "err", in.stubFailed(proc, "running execute", err))
 			if err := in.ensureRunning(ctx); err != nil {
 				return err
 			}
