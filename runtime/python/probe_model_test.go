@@ -18,6 +18,14 @@ func probeRequest(vals ...float32) *backend.Request {
 	return &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{int64(len(vals))}, vals...)}}
 }
 
+// outputRequest is probeRequest asking for OUTPUT alone: the models these
+// tests write in place of the probe answer with nothing else.
+func outputRequest(vals ...float32) *backend.Request {
+	r := probeRequest(vals...)
+	r.Outputs = []string{"OUTPUT"}
+	return r
+}
+
 func TestBatchReachesExecuteAsOneList(t *testing.T) {
 	requirePython(t)
 	b, logs := newTestBackend(t, Options{})
@@ -321,8 +329,7 @@ class TritonPythonModel:
         return out
 `)
 	inst := load(t, b, spec, 0)
-	req := probeRequest(1.5, -2)
-	req.Outputs = []string{"OUTPUT"}
+	req := outputRequest(1.5, -2)
 	resps := execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{3, -4}, 0)
 }
@@ -354,8 +361,7 @@ class TritonPythonModel:
         return out
 `)
 	inst := load(t, b, spec, 0)
-	req := probeRequest(1.5, -2)
-	req.Outputs = []string{"OUTPUT"}
+	req := outputRequest(1.5, -2)
 	resps := execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{10, -11}, 0)
 }
@@ -430,8 +436,7 @@ class TritonPythonModel:
 	for i := range vals {
 		vals[i] = float32(i)
 	}
-	req := probeRequest(vals...)
-	req.Outputs = []string{"OUTPUT"}
+	req := outputRequest(vals...)
 	resps = execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), vals, 0)
 	if inst.Restarts() != 0 {
@@ -553,16 +558,11 @@ func TestFailedRestartMakesInstanceUnhealthy(t *testing.T) {
 		t.Fatalf("a fresh instance: %v", err)
 	}
 	broken := spec.VersionDir + "/broken"
-	req := func(v float32) *backend.Request {
-		r := probeRequest(v)
-		r.Outputs = []string{"OUTPUT"}
-		return r
-	}
 	for _, how := range []string{"crash in a batch", "killed while idle"} {
 		t.Run(how, func(t *testing.T) {
 			writeFile(t, broken, "")
 			if how == "crash in a batch" {
-				if _, err := inst.Execute(context.Background(), []*backend.Request{req(-1)}); err == nil {
+				if _, err := inst.Execute(context.Background(), []*backend.Request{outputRequest(-1)}); err == nil {
 					t.Fatal("execute survived os._exit")
 				}
 			} else if err := syscall.Kill(inst.PID(), syscall.SIGKILL); err != nil {
@@ -572,7 +572,7 @@ func TestFailedRestartMakesInstanceUnhealthy(t *testing.T) {
 			if err := inst.Healthy(); !strings.Contains(err.Error(), "restarting the stub failed") || !strings.Contains(err.Error(), "the weights are gone") {
 				t.Errorf("Healthy: %v", err)
 			}
-			_, err := inst.Execute(context.Background(), []*backend.Request{req(1)})
+			_, err := inst.Execute(context.Background(), []*backend.Request{outputRequest(1)})
 			if be := (*backend.Error)(nil); !errors.As(err, &be) || be.Code != backend.Unavailable {
 				t.Errorf("a request while the stub cannot start: %v, want Unavailable", err)
 			}
@@ -583,7 +583,7 @@ func TestFailedRestartMakesInstanceUnhealthy(t *testing.T) {
 			if inst.PID() == 0 {
 				t.Error("healthy without a running stub")
 			}
-			resps := execute(t, inst, req(5))
+			resps := execute(t, inst, outputRequest(5))
 			assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{5}, 0)
 		})
 	}
@@ -671,8 +671,7 @@ class TritonPythonModel:
 `)
 	inst := load(t, b, spec, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	req := probeRequest(30)
-	req.Outputs = []string{"OUTPUT"}
+	req := outputRequest(30)
 	req.Ctx = ctx
 	time.AfterFunc(300*time.Millisecond, cancel)
 	start := time.Now()
@@ -682,8 +681,7 @@ class TritonPythonModel:
 	}
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{1}, 0)
 
-	req = probeRequest(0)
-	req.Outputs = []string{"OUTPUT"}
+	req = outputRequest(0)
 	req.Ctx = context.Background()
 	resps = execute(t, inst, req)
 	assertClose(t, fp32Values(t, output(t, resps[0], "OUTPUT")), []float32{0}, 0)
@@ -715,15 +713,14 @@ class TritonPythonModel:
 	inst := load(t, b, spec, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	only := func(r *backend.Request) *backend.Request { r.Outputs = []string{"OUTPUT"}; return r }
-	if _, err := inst.Execute(ctx, []*backend.Request{only(probeRequest(-5))}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := inst.Execute(ctx, []*backend.Request{outputRequest(-5)}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("abandoned batch: err %v", err)
 	}
 	vals := make([]float32, 32768)
 	for i := range vals {
 		vals[i] = 3
 	}
-	resps := execute(t, inst, only(probeRequest(vals...)))
+	resps := execute(t, inst, outputRequest(vals...))
 	if resps[0].Err != nil {
 		t.Fatal(resps[0].Err)
 	}
