@@ -244,7 +244,7 @@ func run(o options) (int, error) {
 	pySpec := spec("model.py")
 	if o.stubCPUs != nil {
 		for range instances {
-			pySpec.InstanceCPUs = append(pySpec.InstanceCPUs, o.stubCPUs)
+			pySpec.InstancePolicies = append(pySpec.InstancePolicies, backend.HostPolicy{CPUs: o.stubCPUs})
 		}
 		fmt.Printf("python stubs confined to CPUs %v (host policy)\n", o.stubCPUs)
 	}

@@ -64,7 +64,7 @@ type config struct {
 	gcHeapFloor       int64 // --gc-heap-floor-byte-size; 0: Go's default pacing
 	rateLimit         string
 	rateResources     []string
-	hostPolicies      map[string][]int // --host-policy=<policy>,cpu-cores=<list>
+	hostPolicies      map[string]backend.HostPolicy // --host-policy=<policy>,cpu-cores=<list> / numa-node=<node>
 
 	// What one client or model can hold of the server: every bound is
 	// here, parsed in parseLimits, and handed to the frontends' and the
@@ -378,12 +378,12 @@ func (c *config) setCacheConfig(s string) error {
 	return nil
 }
 
-// setHostPolicy takes one --host-policy=<policy>,<setting>=<value>. Of
-// Triton's three settings this server applies cpu-cores (to python stubs
-// and pytorch instances' forward threads, see backend.CPUPlacer);
-// numa-node would also bind memory, and
-// pinned-memory-pool-byte-size sizes a pool for GPU copies, neither of
-// which exists here, so both are refused by name rather than ignored.
+// setHostPolicy takes one --host-policy=<policy>,<setting>=<value>; a
+// policy's settings add up over several. Of Triton's three settings this
+// server applies cpu-cores and numa-node (to python stubs and pytorch
+// instances' forward threads, see backend.CPUPlacer);
+// pinned-memory-pool-byte-size sizes a pool for GPU copies, which does not
+// exist here, so it is refused by name rather than ignored.
 func (c *config) setHostPolicy(s string) error {
 	name, kv, ok := strings.Cut(s, ",")
 	k, v, ok2 := strings.Cut(kv, "=")
@@ -396,14 +396,23 @@ func (c *config) setHostPolicy(s string) error {
 		if err != nil {
 			return fmt.Errorf("host policy '%s': cpu-cores: %w", name, err)
 		}
-		c.hostPolicies[name] = cpus
+		p := c.hostPolicies[name]
+		p.CPUs = cpus
+		c.hostPolicies[name] = p
 		return nil
 	case "numa-node":
-		return fmt.Errorf("host policy '%s': numa-node is not supported: this server binds no memory to NUMA nodes; name the node's CPUs with cpu-cores instead", name)
+		node, err := backend.ParseNUMANode(v)
+		if err != nil {
+			return fmt.Errorf("host policy '%s': numa-node: %w", name, err)
+		}
+		p := c.hostPolicies[name]
+		p.NUMANodes = []int{node}
+		c.hostPolicies[name] = p
+		return nil
 	case "pinned-memory-pool-byte-size":
 		return fmt.Errorf("host policy '%s': pinned-memory-pool-byte-size is not supported: pinned memory serves GPU copies, and this server has no GPU", name)
 	}
-	return fmt.Errorf("host policy '%s': unknown setting '%s' (Triton's are numa-node, cpu-cores and pinned-memory-pool-byte-size; this server applies cpu-cores)", name, k)
+	return fmt.Errorf("host policy '%s': unknown setting '%s' (Triton's are numa-node, cpu-cores and pinned-memory-pool-byte-size; this server applies cpu-cores and numa-node)", name, k)
 }
 
 // parseFlags parses args (without the program name). --help prints the
@@ -423,7 +432,7 @@ func dropProgramName(args []string) []string {
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
 	args = dropProgramName(args)
-	c := &config{backendConfig: map[string]map[string]string{}, hostPolicies: map[string][]int{}}
+	c := &config{backendConfig: map[string]map[string]string{}, hostPolicies: map[string]backend.HostPolicy{}}
 	fs := flag.NewFlagSet("tritonserver", flag.ContinueOnError)
 	// Errors are reported by the caller, without the whole usage text.
 	fs.SetOutput(io.Discard)
@@ -479,7 +488,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(funcFlag(func(v string) error { return c.setCacheConfig("local,size=" + v) }), "response-cache-byte-size", "deprecated: --cache-config local,size=<bytes>")
 	fs.String("cache-directory", "/opt/tritonserver/caches", "accepted for Triton's command lines; the local cache is built into this binary, so no directory is searched")
 	fs.StringVar(&c.rateLimit, "rate-limit", "off", "rate limiting mode: execution_count (instances execute only while they hold their instance group's rate_limiter resources, across all models) or off")
-	fs.Var(funcFlag(c.setHostPolicy), "host-policy", "host policy setting <policy>,cpu-cores=<list> (e.g. cpu,cpu-cores=2-3): the CPUs the instances under that policy run on (python stubs; pytorch instances' forward threads); instance groups name their policy in host_policy, KIND_CPU groups default to \"cpu\" (repeatable)")
+	fs.Var(funcFlag(c.setHostPolicy), "host-policy", "host policy setting <policy>,cpu-cores=<list> or <policy>,numa-node=<node> (e.g. cpu,cpu-cores=2-3): the CPUs the instances under that policy run on, and the NUMA node their memory comes from (python stubs; pytorch instances' forward threads); instance groups name their policy in host_policy, KIND_CPU groups default to \"cpu\" (repeatable, settings of one policy add up)")
 	fs.Var(listFlag{&c.rateResources}, "rate-limit-resource", "copies of a rate limiter resource, <resource_name>:<count>[:<device>] (repeatable; names case-insensitive; by default the most any instance lists)")
 	lim := addLimitFlags(fs)
 	var tf traceFlags

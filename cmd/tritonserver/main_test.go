@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/heapfloor"
 )
 
@@ -256,22 +257,31 @@ func TestFlagsRateLimit(t *testing.T) {
 }
 
 // TestFlagsHostPolicy: --host-policy=<policy>,cpu-cores=<list> takes the
-// kernel's CPU list syntax (in Triton's two-argument spelling too); the
-// settings this server cannot apply, and malformed lists, are refused
-// naming the policy and what is wrong.
+// kernel's CPU list syntax (in Triton's two-argument spelling too), and
+// numa-node one node; one policy's settings add up over several flags, as
+// on Triton. The setting this server cannot apply, and malformed values,
+// are refused naming the policy and what is wrong.
 func TestFlagsHostPolicy(t *testing.T) {
-	c, err := parseFlags([]string{"--model-repository=/m", "--host-policy=cpu,cpu-cores=3,0-1,1", "--host-policy", "stubs,cpu-cores=2"}, io.Discard)
+	c, err := parseFlags([]string{"--model-repository=/m", "--host-policy=cpu,cpu-cores=3,0-1,1", "--host-policy", "stubs,cpu-cores=2",
+		"--host-policy=numa1,numa-node=1", "--host-policy=numa1,cpu-cores=4-5", "--host-policy=cpu,numa-node=0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.hostPolicies["cpu"]; !slices.Equal(got, []int{0, 1, 3}) {
-		t.Errorf("cpu: %v, want [0 1 3]", got)
-	}
-	if got := c.hostPolicies["stubs"]; !slices.Equal(got, []int{2}) {
-		t.Errorf("stubs: %v, want [2]", got)
+	for name, want := range map[string]backend.HostPolicy{
+		"cpu":   {CPUs: []int{0, 1, 3}, NUMANodes: []int{0}},
+		"stubs": {CPUs: []int{2}},
+		"numa1": {CPUs: []int{4, 5}, NUMANodes: []int{1}},
+	} {
+		got := c.hostPolicies[name]
+		if !slices.Equal(got.CPUs, want.CPUs) || !slices.Equal(got.NUMANodes, want.NUMANodes) {
+			t.Errorf("%s: %+v, want %+v", name, got, want)
+		}
 	}
 	for arg, want := range map[string]string{
-		"cpu,numa-node=0":                      "host policy 'cpu': numa-node is not supported",
+		"cpu,numa-node=":                       "host policy 'cpu': numa-node: '' is not a NUMA node number from 0 to 1023",
+		"cpu,numa-node=-1":                     "'-1' is not a NUMA node number",
+		"cpu,numa-node=0-1":                    "'0-1' is not a NUMA node number",
+		"cpu,numa-node=1024":                   "'1024' is not a NUMA node number from 0 to 1023",
 		"cpu,pinned-memory-pool-byte-size=100": "host policy 'cpu': pinned-memory-pool-byte-size is not supported",
 		"cpu,cores=1":                          "host policy 'cpu': unknown setting 'cores'",
 		"cpu,cpu-cores=":                       "host policy 'cpu': cpu-cores: empty CPU list",

@@ -48,7 +48,37 @@ func ConfinableCPU(t testing.TB) int {
 // on, as the kernel writes it (Cpus_allowed_list, e.g. "0-1").
 func ThreadCPUs(t testing.TB, pid int) map[int]string {
 	t.Helper()
-	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "status"))
+	return perThread(t, pid, "status", func(data string) (string, bool) {
+		for _, line := range strings.Split(data, "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				return strings.TrimSpace(v), true
+			}
+		}
+		return "", false
+	})
+}
+
+// ThreadMemoryPolicies maps each thread of process pid to its memory
+// policy as numa_maps writes it ("default", "bind:0", ...): the policy of
+// the thread's first mapping, which has none of its own unless a program
+// set one with mbind.
+func ThreadMemoryPolicies(t testing.TB, pid int) map[int]string {
+	t.Helper()
+	return perThread(t, pid, "numa_maps", func(data string) (string, bool) {
+		fields := strings.Fields(data)
+		if len(fields) < 2 {
+			return "", false
+		}
+		return fields[1], true
+	})
+}
+
+// perThread reads /proc/<pid>/task/<tid>/<file> of each thread of pid and
+// maps the thread to what value finds in it; a thread that ended since the
+// listing, or whose file value finds nothing in, is left out.
+func perThread(t testing.TB, pid int, file string, value func(string) (string, bool)) map[int]string {
+	t.Helper()
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", file))
 	if err != nil || len(tasks) == 0 {
 		t.Fatalf("listing the threads of process %d: %v", pid, err)
 	}
@@ -62,11 +92,36 @@ func ThreadCPUs(t testing.TB, pid int) map[int]string {
 		if err != nil {
 			continue // the thread ended since the listing
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-				out[tid] = strings.TrimSpace(v)
-			}
+		if v, ok := value(string(data)); ok {
+			out[tid] = v
 		}
 	}
 	return out
+}
+
+// MemoryNode is the lowest NUMA node this process may allocate memory from
+// (Mems_allowed_list), for a test that binds memory to it. A kernel built
+// without NUMA support (no numa_maps) is a missing component: Unavailable.
+func MemoryNode(t testing.TB) int {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/numa_maps"); err != nil {
+		Unavailable(t, "this kernel has no NUMA support (/proc/self/numa_maps: %v)", err)
+	}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatalf("reading this process's status: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Mems_allowed_list:"); ok {
+			first := strings.FieldsFunc(strings.TrimSpace(v), func(r rune) bool { return r == ',' || r == '-' })
+			if len(first) > 0 {
+				if n, err := strconv.Atoi(first[0]); err == nil {
+					return n
+				}
+			}
+			t.Fatalf("this process's Mems_allowed_list %q names no node", v)
+		}
+	}
+	t.Fatal("this process's status has no Mems_allowed_list")
+	return 0
 }

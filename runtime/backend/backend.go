@@ -125,11 +125,11 @@ type ModelSpec struct {
 	Parameters map[string]string
 	// BackendConfig holds --backend-config=<this backend>,k=v settings.
 	BackendConfig map[string]string
-	// InstanceCPUs holds, per instance index, the CPUs its instance
-	// group's host policy confines it to (--host-policy=<policy>,cpu-cores=...);
-	// nil, or a nil entry, confines nothing. Only a backend that is a
-	// CPUPlacer is given a model with any.
-	InstanceCPUs [][]int
+	// InstancePolicies holds, per instance index, its instance group's
+	// host policy (--host-policy=<policy>,cpu-cores=...,numa-node=...);
+	// nil, or a zero entry, applies nothing (InstancePolicy). Only a
+	// backend that is a CPUPlacer is given a model with any.
+	InstancePolicies []HostPolicy
 	// OpLibraries are model_operations.op_library_filename entries, absolute.
 	OpLibraries []string
 	// ConfigJSON is the model config in Triton's JSON form, as handed to
@@ -274,12 +274,13 @@ type AutoCompleteRequest struct {
 	ConfigJSON []byte
 }
 
-// CPUPlacer is implemented by backends that confine each instance to the
-// CPUs of its host policy (ModelSpec.InstanceCPUs). Triton applies a host
-// policy to the thread that creates an instance, and what that thread
-// starts inherits it; here only an instance that runs in a process of its
-// own (a python stub) has a thread of its own to confine, so a model with
-// a host policy loads only on a backend whose PlacesInstances is true.
+// CPUPlacer is implemented by backends that apply each instance's host
+// policy (ModelSpec.InstancePolicies): its CPUs and its memory's NUMA
+// nodes. Triton applies a host policy to the thread that creates an
+// instance, and what that thread starts inherits it; here only an
+// instance with a thread or process of its own (a python stub, a pytorch
+// instance's forward thread) can be confined, so a model with a host
+// policy loads only on a backend whose PlacesInstances is true.
 type CPUPlacer interface {
 	PlacesInstances() bool
 }

@@ -55,10 +55,11 @@ func (b *Backend) currentServer() Server {
 // policy (InferenceResponseSender).
 func (b *Backend) SupportsDecoupled() bool { return true }
 
-// PlacesInstances reports that a python model may run under a host policy:
-// each stub confines its threads to its instance's CPUs (ModelSpec.InstanceCPUs)
-// as it starts, as Triton's stub inherits the affinity Triton sets on the
-// thread that creates the instance.
+// PlacesInstances reports that a python model may run under a host policy
+// (ModelSpec.InstancePolicies): each stub confines its threads to its
+// instance's CPUs as it starts, and starts with its memory bound to the
+// policy's NUMA node, as Triton's stub inherits the affinity and memory
+// policy Triton sets on the thread that creates the instance.
 func (b *Backend) PlacesInstances() bool { return true }
 
 var _ backend.CPUPlacer = (*Backend)(nil)

@@ -21,7 +21,7 @@ func TestStubHostPolicyCPUs(t *testing.T) {
 	last := testenv.ConfinableCPU(t)
 	b, _ := newTestBackend(t, Options{})
 	spec := probeSpec(t, 0)
-	spec.InstanceCPUs = [][]int{nil, {last}}
+	spec.InstancePolicies = []backend.HostPolicy{{}, {CPUs: []int{last}}}
 
 	free := load(t, b, spec, 0)
 	confined := load(t, b, spec, 1)
@@ -40,13 +40,55 @@ func TestStubHostPolicyCPUs(t *testing.T) {
 	execute(t, confined, &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{1}, 1)}})
 }
 
+// TestStubHostPolicyNUMANode: an instance under a host policy with
+// numa-node starts its stub with every thread's memory bound to that node
+// (Triton starts it from a thread so bound); a stub without one keeps the
+// default policy, and so do the server's threads, the one that started the
+// bound stub included. A node the kernel refuses fails the load naming the
+// setting.
+func TestStubHostPolicyNUMANode(t *testing.T) {
+	requirePython(t)
+	node := testenv.MemoryNode(t)
+	b, _ := newTestBackend(t, Options{})
+	spec := probeSpec(t, 0)
+	spec.InstancePolicies = []backend.HostPolicy{{}, {NUMANodes: []int{node}}}
+	free := load(t, b, spec, 0)
+	bound := load(t, b, spec, 1)
+	want := "bind:" + strconv.Itoa(node)
+	for tid, policy := range testenv.ThreadMemoryPolicies(t, bound.PID()) {
+		if policy != want {
+			t.Errorf("thread %d of the bound stub has memory policy %s, want %s", tid, policy, want)
+		}
+	}
+	for what, pid := range map[string]int{"the unbound stub": free.PID(), "the server": os.Getpid()} {
+		for tid, policy := range testenv.ThreadMemoryPolicies(t, pid) {
+			if policy != "default" {
+				t.Errorf("thread %d of %s has memory policy %s, want default", tid, what, policy)
+			}
+		}
+	}
+	execute(t, bound, &backend.Request{Inputs: []backend.Tensor{fp32Tensor("INPUT", []int64{1}, 1)}})
+
+	spec.InstancePolicies = []backend.HostPolicy{{NUMANodes: []int{backend.MaxNUMANode}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inst, err := b.NewInstance(ctx, spec, 0)
+	if err == nil {
+		inst.Close()
+		t.Fatalf("a stub bound to NUMA node %d started", backend.MaxNUMANode)
+	}
+	if !strings.Contains(err.Error(), "the stub's memory (its host policy's numa-node): cannot bind memory to NUMA nodes 1023") {
+		t.Errorf("error does not name the node and the policy: %v", err)
+	}
+}
+
 // TestStubHostPolicyRefused: a stub that cannot keep to its policy's CPUs
 // (none of them exists here) does not start, and the load says why.
 func TestStubHostPolicyRefused(t *testing.T) {
 	requirePython(t)
 	b, _ := newTestBackend(t, Options{})
 	spec := probeSpec(t, 0)
-	spec.InstanceCPUs = [][]int{{1023}}
+	spec.InstancePolicies = []backend.HostPolicy{{CPUs: []int{1023}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	inst, err := b.NewInstance(ctx, spec, 0)
@@ -70,7 +112,7 @@ func TestStubSchedulingHostPolicy(t *testing.T) {
 	b.sched = newStubSched([]int{0, 1, 2, 3})
 	spec := probeSpec(t, 0)
 	spec.ConfigJSON = []byte(`{"name":"probe","backend":"python","instance_group":[{"kind":"KIND_CPU","count":2}]}`)
-	spec.InstanceCPUs = [][]int{{cpu}, {cpu}}
+	spec.InstancePolicies = []backend.HostPolicy{{CPUs: []int{cpu}}, {CPUs: []int{cpu}}}
 	for idx := range 2 {
 		inst := load(t, b, spec, idx)
 		for task, policy := range schedPolicies(t, inst.PID()) {

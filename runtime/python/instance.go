@@ -138,7 +138,8 @@ func (in *Instance) start(ctx context.Context) error {
 	if in.set.schedAuto {
 		batch = in.sched.autoBatch()
 	}
-	cpus := instanceCPUs(in.spec, in.idx)
+	policy := in.spec.InstancePolicy(in.idx)
+	cpus := policy.CPUs
 	proc, _, err := startStub(ctx, stubLaunch{
 		interpreter: in.env.Interpreter,
 		script:      in.script,
@@ -151,6 +152,7 @@ func (in *Instance) start(ctx context.Context) error {
 		memoryBytes: in.set.memoryBytes,
 		schedBatch:  batch,
 		cpus:        cpus,
+		numaNodes:   policy.NUMANodes,
 	})
 	if err != nil {
 		return fmt.Errorf("python stub with %s: %w", in.env.Interpreter, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,15 +127,7 @@ type stubLaunch struct {
 	memoryBytes int64         // the stub's RLIMIT_AS; 0: none
 	schedBatch  bool          // the stub's threads run SCHED_BATCH
 	cpus        []int         // the CPUs the stub's threads may run on (its host policy); nil: any
-}
-
-// instanceCPUs is the CPUs instance idx of spec is confined to, nil for
-// none.
-func instanceCPUs(spec *backend.ModelSpec, idx int) []int {
-	if idx < 0 || idx >= len(spec.InstanceCPUs) {
-		return nil
-	}
-	return spec.InstanceCPUs[idx]
+	numaNodes   []int         // the NUMA nodes the stub allocates from (its host policy); nil: any
 }
 
 // cpuListArg is the stub's --cpus argument for cpus: their numbers,
@@ -184,7 +177,7 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 	// control pipe also ends a stub that is waiting for work).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Start()
+	err = startBound(cmd, l.numaNodes)
 	toStubR.Close()
 	fromStubW.Close()
 	if err != nil {
@@ -230,6 +223,32 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 		return nil, nil, fmt.Errorf("stub (pid %d) sent %q instead of its hello frame", p.pid, truncate(frame, 200))
 	}
 	return p, &hello, nil
+}
+
+// startBound starts cmd; with nodes, from an OS thread whose memory is
+// bound to them, which the stub inherits across fork and exec, threads and
+// children included: Triton creates an instance, and so starts its stub,
+// on a thread under the instance's host policy. The thread is reset
+// afterwards, or ends with its goroutine if the reset fails.
+func startBound(cmd *exec.Cmd, nodes []int) error {
+	if len(nodes) == 0 {
+		return cmd.Start()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := backend.BindMemory(nodes); err != nil {
+			runtime.UnlockOSThread() // a refused binding left the thread as it was
+			done <- fmt.Errorf("the stub's memory (its host policy's numa-node): %w", err)
+			return
+		}
+		err := cmd.Start()
+		if backend.UnbindMemory() == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
+	}()
+	return <-done
 }
 
 // failure turns a channel error while the stub was doing what into a

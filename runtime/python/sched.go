@@ -20,7 +20,7 @@ import (
 // CPUs for them to run on, SCHED_OTHER otherwise. Counting one model alone
 // left two models of two instances each on two cores preempting each other
 // as the report's four did. A stub may run on the server's own CPUs, or
-// on those of its instance's host policy (ModelSpec.InstanceCPUs): two
+// on those of its instance's host policy (ModelSpec.InstancePolicies): two
 // instances confined to one CPU contend however many the machine has.
 // When a load or an unload moves the count across, the stubs already
 // running on auto are switched.
@@ -79,7 +79,7 @@ func (s *stubSched) demand() [][]int {
 	var sets [][]int
 	for _, m := range s.models {
 		for idx := range max(m.want, len(m.live)) {
-			cpus := instanceCPUs(m.spec, idx)
+			cpus := m.spec.InstancePolicy(idx).CPUs
 			if cpus == nil {
 				cpus = s.own
 			}

@@ -263,7 +263,11 @@ func TestOversubscribed(t *testing.T) {
 // SCHED_BATCH; spread over two CPUs, or unconfined, they do not.
 func TestStubSchedHostPolicies(t *testing.T) {
 	spec := func(name string, cpus [][]int) *backend.ModelSpec {
-		return &backend.ModelSpec{Name: name, Version: 1, InstanceCPUs: cpus,
+		policies := make([]backend.HostPolicy, len(cpus))
+		for i, c := range cpus {
+			policies[i].CPUs = c
+		}
+		return &backend.ModelSpec{Name: name, Version: 1, InstancePolicies: policies,
 			ConfigJSON: fmt.Appendf(nil, `{"instance_group":[{"count":%d}]}`, len(cpus))}
 	}
 	warn := func(err error) { t.Errorf("warned: %v", err) }

@@ -62,9 +62,9 @@ type resolved struct {
 	// batch_input and batch_output (batchio.go).
 	batchInputs  []backend.BatchInput
 	batchOutputs []backend.BatchOutput
-	// instanceCPUs: each instance's host policy CPUs (instanceCPUs); nil
-	// when no instance has any.
-	instanceCPUs [][]int
+	// instancePolicies: each instance's host policy (instancePolicies);
+	// nil when no instance is under one.
+	instancePolicies []backend.HostPolicy
 }
 
 // prepare reads and validates the config of the model in dir and selects the
@@ -371,11 +371,11 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		cfg.InstanceGroup = nil
 		r.sched.Instances = ensembleInstances
 	}
-	if cpus, g, policy := instanceCPUs(cfg, m.opts.HostPolicies); cpus != nil {
+	if policies, g, policy := instancePolicies(cfg, m.opts.HostPolicies); policies != nil {
 		if p, ok := r.backend.(backend.CPUPlacer); !ok || !p.PlacesInstances() {
-			return nil, backend.Errorf(backend.Unsupported, "instance group %s of model %s is under host policy '%s', whose cpu-cores backend '%s' cannot apply: its instances run in the server's process (start tritonserver under taskset to confine them)", g, cfg.Name, policy, r.backendName)
+			return nil, backend.Errorf(backend.Unsupported, "instance group %s of model %s is under host policy '%s', whose cpu-cores and numa-node backend '%s' cannot apply: its instances run in the server's process (start tritonserver under taskset or numactl to confine them)", g, cfg.Name, policy, r.backendName)
 		}
-		r.instanceCPUs = cpus
+		r.instancePolicies = policies
 	}
 	r.sched.Decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	if r.sched.Decoupled {
@@ -540,15 +540,15 @@ func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	return nil
 }
 
-// instanceCPUs resolves the host policy of each instance of cfg (groups
-// in order, count instances each) to its CPUs in policies. A group's
-// policy is its host_policy, else "cpu" for KIND_CPU (KIND_AUTO is KIND_CPU
-// here) and "model" for KIND_MODEL, Triton's defaults; a name that no
-// --host-policy defines confines nothing, as on Triton. It returns nil
-// when no instance is confined, else also the first confined group and
-// its policy, for messages.
-func instanceCPUs(cfg *modelconfig.ModelConfig, policies map[string][]int) (cpus [][]int, group, policy string) {
-	confined := false
+// instancePolicies resolves the host policy of each instance of cfg
+// (groups in order, count instances each) to its settings in policies. A
+// group's policy is its host_policy, else "cpu" for KIND_CPU (KIND_AUTO is
+// KIND_CPU here) and "model" for KIND_MODEL, Triton's defaults; a name
+// that no --host-policy defines applies nothing, as on Triton. It returns
+// nil when no instance is under a policy, else also the first group under
+// one and its policy, for messages.
+func instancePolicies(cfg *modelconfig.ModelConfig, policies map[string]backend.HostPolicy) (per []backend.HostPolicy, group, policy string) {
+	placed := false
 	for _, g := range cfg.GetInstanceGroup() {
 		name := g.GetHostPolicy()
 		if name == "" {
@@ -557,18 +557,18 @@ func instanceCPUs(cfg *modelconfig.ModelConfig, policies map[string][]int) (cpus
 				name = "model"
 			}
 		}
-		set := policies[name]
-		if len(set) > 0 && !confined {
-			confined, group, policy = true, g.GetName(), name
+		p := policies[name]
+		if !p.IsZero() && !placed {
+			placed, group, policy = true, g.GetName(), name
 		}
 		for range g.GetCount() {
-			cpus = append(cpus, set)
+			per = append(per, p)
 		}
 	}
-	if !confined {
+	if !placed {
 		return nil, "", ""
 	}
-	return cpus, group, policy
+	return per, group, policy
 }
 
 // checkInstanceGroups refuses, with Triton's texts for a server without
@@ -664,7 +664,7 @@ func (r *resolved) spec(dir, vdir string, v int64, beCfg map[string]string, libD
 		Inputs: r.beInputs, Outputs: r.beOutputs, Parameters: params, BackendConfig: beCfg,
 		OpLibraries: libs, ConfigJSON: r.json,
 		BatchInputs: r.batchInputs, BatchOutputs: r.batchOutputs,
-		InstanceCPUs: r.instanceCPUs,
+		InstancePolicies: r.instancePolicies,
 	}
 	if seq := r.sched.Sequence; seq != nil {
 		for _, c := range seq.Controls {

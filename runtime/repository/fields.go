@@ -71,9 +71,9 @@ var supportedLeaves = map[string]bool{
 	"instance_group.name":  true,
 	"instance_group.kind":  true, // values checked with Triton's texts (checkInstanceGroups)
 	"instance_group.count": true,
-	// The group's --host-policy: its cpu-cores confine python stubs and
-	// pytorch instances' forward threads, and a backend that cannot apply
-	// them refuses the model (instanceCPUs).
+	// The group's --host-policy: its cpu-cores and numa-node confine
+	// python stubs and pytorch instances' forward threads, and a backend
+	// that cannot apply them refuses the model (instancePolicies).
 	"instance_group.host_policy": true,
 	// With --rate-limit=execution_count (scheduler.RateLimiter).
 	"instance_group.rate_limiter.resources.name":   true,

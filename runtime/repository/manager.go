@@ -53,11 +53,12 @@ type Options struct {
 	Backends map[string]backend.Backend
 	// BackendConfig holds --backend-config settings per backend name.
 	BackendConfig map[string]map[string]string
-	// HostPolicies holds the CPUs of each host policy
-	// (--host-policy=<policy>,cpu-cores=<list>). An instance group's
-	// host_policy names its policy; without one, KIND_CPU groups fall
-	// under "cpu" and KIND_MODEL groups under "model", as on Triton.
-	HostPolicies map[string][]int
+	// HostPolicies holds each host policy's settings
+	// (--host-policy=<policy>,cpu-cores=<list> and numa-node=<node>). An
+	// instance group's host_policy names its policy; without one, KIND_CPU
+	// groups fall under "cpu" and KIND_MODEL groups under "model", as on
+	// Triton.
+	HostPolicies map[string]backend.HostPolicy
 	// StrictModelConfig requires a config.pbtxt for every model and turns
 	// auto-completion off. When false, a backend that implements
 	// backend.AutoCompleter completes the configuration of each of its models, and

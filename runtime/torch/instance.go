@@ -104,8 +104,8 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	}
 	var fwd forwarder = mod
 	var placed *placedForwarder
-	if idx < len(spec.InstanceCPUs) && len(spec.InstanceCPUs[idx]) > 0 {
-		if placed, err = placeForwards(mod, spec.InstanceCPUs[idx]); err != nil {
+	if policy := spec.InstancePolicy(idx); !policy.IsZero() {
+		if placed, err = placeForwards(mod, policy); err != nil {
 			_ = mod.Close()
 			return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 		}

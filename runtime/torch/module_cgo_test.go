@@ -616,7 +616,7 @@ func BenchmarkForward(b *testing.B) {
 	// thread and back: one wake-up each way, on the caller's CPU or not.
 	for _, cpu := range testenv.AllowedCPUs(b) {
 		b.Run("placed-cpu"+strconv.Itoa(cpu), func(b *testing.B) {
-			placed, err := placeForwards(mod, []int{cpu})
+			placed, err := placeForwards(mod, backend.HostPolicy{CPUs: []int{cpu}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -1045,18 +1045,11 @@ func confinedThreads(t *testing.T, cpu int) []int {
 	return out
 }
 
-// TestHostPolicyConfinesForwards: an instance under a host policy runs its
-// forwards on a thread confined to the policy's CPUs, and libtorch's
-// intra-op team, which that thread starts at its first parallel forward,
-// inherits them (as under Triton, where the policy is set on the
-// instance's thread). The forward's result is torch's.
-func TestHostPolicyConfinesForwards(t *testing.T) {
-	cpu := testenv.ConfinableCPU(t)
-	if before := confinedThreads(t, cpu); len(before) > 0 {
-		t.Fatalf("threads %v already keep to CPU %d", before, cpu)
-	}
-	// An elementwise forward over 4 x 65536 values: at::parallel_for
-	// splits it between the two intra-op threads.
+// wideSpec is a pytorch model whose forward is elementwise over 4 x
+// 65536 values, which at::parallel_for splits between the two intra-op
+// threads it asks for: a forward that starts the calling thread's team.
+func wideSpec(t *testing.T) *backend.ModelSpec {
+	t.Helper()
 	const n = 1 << 16
 	repo := t.TempDir()
 	vdir := filepath.Join(repo, "wide", "1")
@@ -1070,14 +1063,27 @@ class Wide(torch.nn.Module):
         return torch.tanh(x * 2.0 + 1.0)
 torch.jit.script(Wide()).save(sys.argv[1])
 `, filepath.Join(vdir, "model.pt"))
-	spec := &backend.ModelSpec{
+	return &backend.ModelSpec{
 		Name: "wide", Version: 1, Repository: repo, ModelDir: filepath.Join(repo, "wide"), VersionDir: vdir,
 		MaxBatchSize: 4,
 		Inputs:       []backend.TensorSpec{{Name: "INPUT__0", DataType: backend.FP32, Dims: []int64{n}}},
 		Outputs:      []backend.TensorSpec{{Name: "OUTPUT__0", DataType: backend.FP32, Dims: []int64{n}}},
 		Parameters:   map[string]string{ParamIntraOpThreads: "2"},
-		InstanceCPUs: [][]int{nil, {cpu}},
 	}
+}
+
+// TestHostPolicyConfinesForwards: an instance under a host policy runs its
+// forwards on a thread confined to the policy's CPUs, and libtorch's
+// intra-op team, which that thread starts at its first parallel forward,
+// inherits them (as under Triton, where the policy is set on the
+// instance's thread). The forward's result is torch's.
+func TestHostPolicyConfinesForwards(t *testing.T) {
+	cpu := testenv.ConfinableCPU(t)
+	if before := confinedThreads(t, cpu); len(before) > 0 {
+		t.Fatalf("threads %v already keep to CPU %d", before, cpu)
+	}
+	spec := wideSpec(t)
+	spec.InstancePolicies = []backend.HostPolicy{{}, {CPUs: []int{cpu}}}
 	b := New(Options{})
 	if !b.PlacesInstances() {
 		t.Fatal("the pytorch backend does not place instances")
@@ -1087,7 +1093,7 @@ torch.jit.script(Wide()).save(sys.argv[1])
 		t.Fatal(err)
 	}
 	defer inst.Close()
-	x := values(4*n, 3)
+	x := values(4<<16, 3)
 	resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(x, 4)})
 	if err != nil || resps[0].Err != nil {
 		t.Fatalf("execute: %v / %v", err, resps[0].Err)
@@ -1111,7 +1117,7 @@ torch.jit.script(Wide()).save(sys.argv[1])
 		t.Errorf("an instance without a host policy forwards through %T, want the module itself", free.(*instance).fwd)
 	}
 
-	spec.InstanceCPUs = [][]int{{backend.MaxCPU}}
+	spec.InstancePolicies = []backend.HostPolicy{{CPUs: []int{backend.MaxCPU}}}
 	if cpu == backend.MaxCPU {
 		return
 	}
@@ -1120,5 +1126,50 @@ torch.jit.script(Wide()).save(sys.argv[1])
 	if !errors.As(err, &be) || be.Code != backend.InvalidArg ||
 		!strings.Contains(err.Error(), `model "wide" version 1 instance 0: cannot confine the instance's thread to CPUs 1023 (its host policy's cpu-cores)`) {
 		t.Fatalf("an instance under a policy of CPU %d: %v", backend.MaxCPU, err)
+	}
+}
+
+// TestHostPolicyBindsForwardMemory: an instance under a host policy with
+// numa-node runs its forwards on a thread whose memory is bound to the
+// node, and the intra-op team that thread starts inherits the binding, as
+// under Triton, which binds the instance's thread; the server's other
+// threads keep the default policy. A node the kernel refuses fails the
+// load naming the setting.
+func TestHostPolicyBindsForwardMemory(t *testing.T) {
+	node := testenv.MemoryNode(t)
+	want := "bind:" + strconv.Itoa(node)
+	bound := func() (n int) {
+		for _, policy := range testenv.ThreadMemoryPolicies(t, os.Getpid()) {
+			if policy == want {
+				n++
+			}
+		}
+		return n
+	}
+	if n := bound(); n > 0 {
+		t.Fatalf("%d threads are already bound to node %d", n, node)
+	}
+	spec := wideSpec(t)
+	spec.InstancePolicies = []backend.HostPolicy{{NUMANodes: []int{node}}}
+	b := New(Options{})
+	inst, err := b.NewInstance(context.Background(), spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	resps, err := inst.Execute(context.Background(), []*backend.Request{fp32Request(values(4<<16, 3), 4)})
+	if err != nil || resps[0].Err != nil {
+		t.Fatalf("execute: %v / %v", err, resps[0].Err)
+	}
+	if n := bound(); n < 2 {
+		t.Errorf("%d threads bound to node %d after a parallel forward: want the instance's thread and its intra-op team", n, node)
+	}
+
+	spec.InstancePolicies = []backend.HostPolicy{{NUMANodes: []int{backend.MaxNUMANode}}}
+	_, err = b.NewInstance(context.Background(), spec, 0)
+	var be *backend.Error
+	if !errors.As(err, &be) || be.Code != backend.InvalidArg ||
+		!strings.Contains(err.Error(), `model "wide" version 1 instance 0: the instance's thread (its host policy's numa-node): cannot bind memory to NUMA nodes 1023`) {
+		t.Fatalf("an instance under a policy of node %d: %v", backend.MaxNUMANode, err)
 	}
 }

@@ -10,16 +10,17 @@ import (
 )
 
 // PlacesInstances reports that a pytorch model may run under a host policy
-// (--host-policy=<policy>,cpu-cores=<list>): each instance whose group is
-// under one runs its forwards on an OS thread of its own, confined to the
-// policy's CPUs, as Triton confines an instance's backend thread.
+// (--host-policy=<policy>,cpu-cores=<list>, numa-node=<node>): each
+// instance whose group is under one runs its forwards on an OS thread of
+// its own, confined to the policy's CPUs and its memory bound to the
+// policy's NUMA node, as Triton confines an instance's backend thread.
 func (b *Backend) PlacesInstances() bool { return true }
 
-// placedForwarder runs every forward of fwd on one OS thread confined to a
-// host policy's CPUs. Triton sets the policy on the thread that runs an
-// instance, and the threads that thread starts inherit it: here that is
-// libtorch's intra-op (OpenMP) team, which a thread creates at its first
-// parallel forward and which takes the creator's affinity, and the
+// placedForwarder runs every forward of fwd on one OS thread under a host
+// policy. Triton sets the policy on the thread that runs an instance, and
+// the threads that thread starts inherit it: here that is libtorch's
+// intra-op (OpenMP) team, which a thread creates at its first parallel
+// forward and which takes the creator's affinity and memory policy, and the
 // per-thread intra-op count tbtorch sets before each forward. A goroutine
 // moves between OS threads, so the forward cannot run on the caller's.
 type placedForwarder struct {
@@ -36,19 +37,20 @@ type placedResult struct {
 }
 
 // placeForwards starts the confined thread; it fails when the kernel
-// refuses the CPUs (none of them exists or is in the server's cpuset).
-// stop ends the thread.
-func placeForwards(fwd forwarder, cpus []int) (*placedForwarder, error) {
+// refuses the CPUs (none of them exists or is in the server's cpuset) or
+// the NUMA node (it has no memory, or the cpuset excludes it). stop ends
+// the thread.
+func placeForwards(fwd forwarder, policy backend.HostPolicy) (*placedForwarder, error) {
 	p := &placedForwarder{fwd: fwd, work: make(chan placedCall), done: make(chan placedResult, 1)}
 	started := make(chan error, 1)
-	go p.loop(cpus, started)
+	go p.loop(policy, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *placedForwarder) loop(cpus []int, started chan<- error) {
+func (p *placedForwarder) loop(policy backend.HostPolicy, started chan<- error) {
 	// Never unlocked: when this goroutine returns, its thread ends with it
 	// instead of going back to the runtime with the policy's affinity.
 	runtime.LockOSThread()
@@ -60,25 +62,33 @@ func (p *placedForwarder) loop(cpus []int, started chan<- error) {
 		go func() {
 			runtime.LockOSThread()
 			close(moved)
-			p.confine(cpus, started)
+			p.confine(policy, started)
 		}()
 		<-moved
 		runtime.UnlockOSThread()
 		return
 	}
-	p.confine(cpus, started)
+	p.confine(policy, started)
 }
 
-// confine sets the locked thread's CPUs and runs forwards on it until
-// stop.
-func (p *placedForwarder) confine(cpus []int, started chan<- error) {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
+// confine applies the policy to the locked thread and runs forwards on it
+// until stop.
+func (p *placedForwarder) confine(policy backend.HostPolicy, started chan<- error) {
+	if len(policy.CPUs) > 0 {
+		var set unix.CPUSet
+		for _, c := range policy.CPUs {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			started <- fmt.Errorf("cannot confine the instance's thread to CPUs %s (its host policy's cpu-cores): %w", backend.FormatCPUList(policy.CPUs), err)
+			return
+		}
 	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		started <- fmt.Errorf("cannot confine the instance's thread to CPUs %s (its host policy's cpu-cores): %w", backend.FormatCPUList(cpus), err)
-		return
+	if len(policy.NUMANodes) > 0 {
+		if err := backend.BindMemory(policy.NUMANodes); err != nil {
+			started <- fmt.Errorf("the instance's thread (its host policy's numa-node): %w", err)
+			return
+		}
 	}
 	started <- nil
 	for c := range p.work {

@@ -44,7 +44,7 @@ func TestPlacedForwardsRunConfined(t *testing.T) {
 	cpu := testenv.ConfinableCPU(t)
 	n := len(testenv.AllowedCPUs(t))
 	seen := &threadSeen{}
-	p, err := placeForwards(seen, []int{cpu})
+	p, err := placeForwards(seen, backend.HostPolicy{CPUs: []int{cpu}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestPlacementRefusedCPUs(t *testing.T) {
 	if allowed := testenv.AllowedCPUs(t); allowed[len(allowed)-1] == backend.MaxCPU {
 		t.Skipf("this process may run on CPU %d, the one this test needs to be refused", backend.MaxCPU)
 	}
-	_, err := placeForwards(&threadSeen{}, []int{backend.MaxCPU})
+	_, err := placeForwards(&threadSeen{}, backend.HostPolicy{CPUs: []int{backend.MaxCPU}})
 	if err == nil || !strings.Contains(err.Error(), "cannot confine the instance's thread to CPUs 1023 (its host policy's cpu-cores)") {
 		t.Fatalf("placement on CPU %d: %v", backend.MaxCPU, err)
 	}

@@ -82,7 +82,7 @@ func TestExecuteTimeoutEndsPlacedThread(t *testing.T) {
 	cpu := testenv.ConfinableCPU(t)
 	spec := rowSpec(8)
 	m := &hangingModel{release: make(chan struct{}), tid: make(chan int, 1)}
-	placed, err := placeForwards(m, []int{cpu})
+	placed, err := placeForwards(m, backend.HostPolicy{CPUs: []int{cpu}})
 	if err != nil {
 		t.Fatal(err)
 	}
