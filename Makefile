@@ -74,11 +74,13 @@ test: deps tbtorch
 # its packages share state between request goroutines, instance workers
 # and the python backend's readers, and a race there (a test's clients
 # sharing one request the scheduler writes) went unseen by the plain run.
-# About two and a half minutes on two cores. The builder's and the
-# commands' tests (LLVM builds, whole servers) stay out: under the
-# detector cmd/tritonbuild's alone ran past eight minutes.
+# cmd/tritonserver's too: they run whole servers in the test's process
+# (both frontends, the scheduler, stubs, shutdown and reload under load),
+# about three minutes more. About five and a half minutes on two cores in
+# all. The builder's tests and cmd/tritonbuild's (LLVM builds) stay out:
+# under the detector cmd/tritonbuild's alone ran past eight minutes.
 race:
-	$(GO) test -race -tags libtorch $(GOTESTFLAGS) ./runtime/...
+	$(GO) test -race -tags libtorch $(GOTESTFLAGS) ./runtime/... ./cmd/tritonserver/
 
 # reliability runs issue 17's reliability suite on its own: the server
 # binary soaked at concurrency 64, slow and idle clients, faults injected
