@@ -263,7 +263,9 @@ func TestFlagsRateLimit(t *testing.T) {
 // are refused naming the policy and what is wrong.
 func TestFlagsHostPolicy(t *testing.T) {
 	c, err := parseFlags([]string{"--model-repository=/m", "--host-policy=cpu,cpu-cores=3,0-1,1", "--host-policy", "stubs,cpu-cores=2",
-		"--host-policy=numa1,numa-node=1", "--host-policy=numa1,cpu-cores=4-5", "--host-policy=cpu,numa-node=0"}, io.Discard)
+		"--host-policy=numa1,numa-node=1", "--host-policy=numa1,cpu-cores=4-5", "--host-policy=cpu,numa-node=0",
+		// Triton's own example (docs/user_guide/optimization.md, "Host Policy").
+		"--host-policy=gpu_0,numa-node=0", "--host-policy=gpu_0,cpu-cores=0-15"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +273,7 @@ func TestFlagsHostPolicy(t *testing.T) {
 		"cpu":   {CPUs: []int{0, 1, 3}, NUMANodes: []int{0}},
 		"stubs": {CPUs: []int{2}},
 		"numa1": {CPUs: []int{4, 5}, NUMANodes: []int{1}},
+		"gpu_0": {CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, NUMANodes: []int{0}},
 	} {
 		got := c.hostPolicies[name]
 		if !slices.Equal(got.CPUs, want.CPUs) || !slices.Equal(got.NUMANodes, want.NUMANodes) {
