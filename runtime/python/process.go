@@ -229,7 +229,10 @@ func startStub(ctx context.Context, l stubLaunch) (*stubProc, *helloMsg, error) 
 // bound to them, which the stub inherits across fork and exec, threads and
 // children included: Triton creates an instance, and so starts its stub,
 // on a thread under the instance's host policy. The thread is reset
-// afterwards, or ends with its goroutine if the reset fails.
+// afterwards. Should the reset fail, the thread is kept out of the
+// runtime's hands for good, but not ended: the kernel sends a child's
+// Pdeathsig when the thread that started it ends, which would kill the
+// stub.
 func startBound(cmd *exec.Cmd, nodes []int) error {
 	if len(nodes) == 0 {
 		return cmd.Start()
@@ -243,10 +246,12 @@ func startBound(cmd *exec.Cmd, nodes []int) error {
 			return
 		}
 		err := cmd.Start()
-		if backend.UnbindMemory() == nil {
-			runtime.UnlockOSThread()
-		}
+		reset := backend.UnbindMemory()
 		done <- err
+		if reset != nil {
+			select {} // see above: neither unlock nor end
+		}
+		runtime.UnlockOSThread()
 	}()
 	return <-done
 }
