@@ -93,20 +93,34 @@ func (b *Backend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx 
 	if err := b.prepareProcess(ctx, where, spec, inter); err != nil {
 		return nil, err
 	}
-	mod, err := LoadModule(ModuleOptions{
+	opts := ModuleOptions{
 		Path:                      modelPath(spec),
 		IntraOpThreads:            intra,
 		DisableOptimizedExecution: noOpt,
 		DisableInferenceMode:      !inferenceMode,
-	})
-	if err != nil {
-		return nil, wrapErr(where, err)
 	}
-	var fwd forwarder = mod
-	var placed *placedForwarder
-	if policy := spec.InstancePolicy(idx); !policy.IsZero() {
-		if placed, err = placeForwards(mod, policy); err != nil {
-			_ = mod.Close()
+	var (
+		mod    *Module
+		fwd    forwarder
+		placed *placedForwarder
+	)
+	if policy := spec.InstancePolicy(idx); policy.IsZero() {
+		if mod, err = LoadModule(opts); err != nil {
+			return nil, wrapErr(where, err)
+		}
+		fwd = mod
+	} else {
+		// Loaded on the instance's thread, so that the module's weights
+		// come from the policy's NUMA node.
+		var loadErr error
+		placed, err = placeForwards(policy, func() (forwarder, error) {
+			mod, loadErr = LoadModule(opts)
+			return mod, loadErr
+		})
+		switch {
+		case loadErr != nil:
+			return nil, wrapErr(where, loadErr)
+		case err != nil:
 			return nil, backend.Errorf(backend.InvalidArg, "%s: %w", where, err)
 		}
 		fwd = placed

@@ -616,7 +616,7 @@ func BenchmarkForward(b *testing.B) {
 	// thread and back: one wake-up each way, on the caller's CPU or not.
 	for _, cpu := range testenv.AllowedCPUs(b) {
 		b.Run("placed-cpu"+strconv.Itoa(cpu), func(b *testing.B) {
-			placed, err := placeForwards(mod, backend.HostPolicy{CPUs: []int{cpu}})
+			placed, err := placeForwards(backend.HostPolicy{CPUs: []int{cpu}}, opened(mod))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -1163,6 +1163,18 @@ func TestHostPolicyBindsForwardMemory(t *testing.T) {
 	}
 	if n := bound(); n < 2 {
 		t.Errorf("%d threads bound to node %d after a parallel forward: want the instance's thread and its intra-op team", n, node)
+	}
+
+	// A module that fails to load fails the same way under a policy, where
+	// it loads on the instance's thread.
+	broken := *spec
+	broken.Filename = "missing.pt"
+	broken.InstancePolicies = nil
+	_, plain := b.NewInstance(context.Background(), &broken, 0)
+	broken.InstancePolicies = spec.InstancePolicies
+	_, placedErr := b.NewInstance(context.Background(), &broken, 0)
+	if plain == nil || placedErr == nil || plain.Error() != placedErr.Error() {
+		t.Errorf("a missing module: %v under the policy, %v without", placedErr, plain)
 	}
 
 	spec.InstancePolicies = []backend.HostPolicy{{NUMANodes: []int{backend.MaxNUMANode}}}

@@ -11,9 +11,10 @@ import (
 
 // PlacesInstances reports that a pytorch model may run under a host policy
 // (--host-policy=<policy>,cpu-cores=<list>, numa-node=<node>): each
-// instance whose group is under one runs its forwards on an OS thread of
-// its own, confined to the policy's CPUs and its memory bound to the
-// policy's NUMA node, as Triton confines an instance's backend thread.
+// instance whose group is under one loads its module and runs its forwards
+// on an OS thread of its own, confined to the policy's CPUs and its memory
+// bound to the policy's NUMA node, as Triton creates and runs an instance
+// on a thread under its policy.
 func (b *Backend) PlacesInstances() bool { return true }
 
 // placedForwarder runs every forward of fwd on one OS thread under a host
@@ -36,21 +37,25 @@ type placedResult struct {
 	err     error
 }
 
-// placeForwards starts the confined thread; it fails when the kernel
-// refuses the CPUs (none of them exists or is in the server's cpuset) or
-// the NUMA node (it has no memory, or the cpuset excludes it). stop ends
-// the thread.
-func placeForwards(fwd forwarder, policy backend.HostPolicy) (*placedForwarder, error) {
-	p := &placedForwarder{fwd: fwd, work: make(chan placedCall), done: make(chan placedResult, 1)}
+// placeForwards starts the confined thread and runs open on it, once the
+// policy applies, for the forwarder: what open allocates (a module's
+// weights) comes from the policy's NUMA node, as under Triton, which
+// creates an instance on a thread under its policy. It fails when the
+// kernel refuses the CPUs (none of them exists or is in the server's
+// cpuset) or the NUMA node (it has no memory, or the cpuset excludes it),
+// and with open's error as is when open fails; the thread then ends. stop
+// ends it otherwise.
+func placeForwards(policy backend.HostPolicy, open func() (forwarder, error)) (*placedForwarder, error) {
+	p := &placedForwarder{work: make(chan placedCall), done: make(chan placedResult, 1)}
 	started := make(chan error, 1)
-	go p.loop(policy, started)
+	go p.loop(policy, open, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *placedForwarder) loop(policy backend.HostPolicy, started chan<- error) {
+func (p *placedForwarder) loop(policy backend.HostPolicy, open func() (forwarder, error), started chan<- error) {
 	// Never unlocked: when this goroutine returns, its thread ends with it
 	// instead of going back to the runtime with the policy's affinity.
 	runtime.LockOSThread()
@@ -62,18 +67,18 @@ func (p *placedForwarder) loop(policy backend.HostPolicy, started chan<- error) 
 		go func() {
 			runtime.LockOSThread()
 			close(moved)
-			p.confine(policy, started)
+			p.confine(policy, open, started)
 		}()
 		<-moved
 		runtime.UnlockOSThread()
 		return
 	}
-	p.confine(policy, started)
+	p.confine(policy, open, started)
 }
 
-// confine applies the policy to the locked thread and runs forwards on it
-// until stop.
-func (p *placedForwarder) confine(policy backend.HostPolicy, started chan<- error) {
+// confine applies the policy to the locked thread, opens the forwarder on
+// it and runs forwards on it until stop.
+func (p *placedForwarder) confine(policy backend.HostPolicy, open func() (forwarder, error), started chan<- error) {
 	if len(policy.CPUs) > 0 {
 		var set unix.CPUSet
 		for _, c := range policy.CPUs {
@@ -90,6 +95,12 @@ func (p *placedForwarder) confine(policy backend.HostPolicy, started chan<- erro
 			return
 		}
 	}
+	fwd, err := open()
+	if err != nil {
+		started <- err
+		return
+	}
+	p.fwd = fwd // before started: placeForwards' caller sees it set
 	started <- nil
 	for c := range p.work {
 		out, err := p.fwd.Forward(c.inputs)

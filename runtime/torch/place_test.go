@@ -35,6 +35,63 @@ func (f *threadSeen) Forward(in []backend.Tensor) ([]backend.Tensor, error) {
 	return in, nil
 }
 
+// opened is an open function for placeForwards that hands it f.
+func opened(f forwarder) func() (forwarder, error) {
+	return func() (forwarder, error) { return f, nil }
+}
+
+// TestPlacedOpenOnBoundThread: placeForwards opens the forwarder on the
+// instance's thread once the policy applies (what a module allocates as
+// it loads comes from the policy's node), the forwards run on that same
+// thread, and an open that fails fails the placement with its error and
+// ends the thread.
+func TestPlacedOpenOnBoundThread(t *testing.T) {
+	node := testenv.MemoryNode(t)
+	seen := &threadSeen{}
+	openedOn, policy := 0, ""
+	p, err := placeForwards(backend.HostPolicy{NUMANodes: []int{node}}, func() (forwarder, error) {
+		// The thread's policy while open runs, as numa_maps writes it
+		// (testenv.ThreadMemoryPolicies reads the same field).
+		openedOn = unix.Gettid()
+		if maps, err := os.ReadFile("/proc/thread-self/numa_maps"); err == nil && len(strings.Fields(string(maps))) > 1 {
+			policy = strings.Fields(string(maps))[1]
+		}
+		return seen, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	if want := "bind:" + strconv.Itoa(node); policy != want {
+		t.Errorf("the forwarder was opened under memory policy %q: want %q", policy, want)
+	}
+	in := []backend.Tensor{{Name: "x", DataType: backend.FP32, Shape: []int64{1}, Data: make([]byte, 4)}}
+	if _, err := p.Forward(in); err != nil {
+		t.Fatal(err)
+	}
+	if seen.tids[0] != openedOn {
+		t.Errorf("opened on thread %d, forwarded on %d: want one thread", openedOn, seen.tids[0])
+	}
+
+	failed := 0
+	refused := errors.New("no such module")
+	if _, err := placeForwards(backend.HostPolicy{NUMANodes: []int{node}}, func() (forwarder, error) {
+		failed = unix.Gettid()
+		return nil, refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("a failed open placed as %v, want its own error", err)
+	}
+	task := filepath.Join("/proc/self/task", strconv.Itoa(failed))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still runs after its open failed", failed)
+		}
+	}
+}
+
 // TestPlacedForwardsRunConfined: every forward of a placed instance runs
 // on one OS thread whose CPUs are the policy's, results and errors come
 // back as the forwarder gave them, the caller's own CPUs are untouched,
@@ -44,7 +101,7 @@ func TestPlacedForwardsRunConfined(t *testing.T) {
 	cpu := testenv.ConfinableCPU(t)
 	n := len(testenv.AllowedCPUs(t))
 	seen := &threadSeen{}
-	p, err := placeForwards(seen, backend.HostPolicy{CPUs: []int{cpu}})
+	p, err := placeForwards(backend.HostPolicy{CPUs: []int{cpu}}, opened(seen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +152,7 @@ func TestPlacementRefusedCPUs(t *testing.T) {
 	if allowed := testenv.AllowedCPUs(t); allowed[len(allowed)-1] == backend.MaxCPU {
 		t.Skipf("this process may run on CPU %d, the one this test needs to be refused", backend.MaxCPU)
 	}
-	_, err := placeForwards(&threadSeen{}, backend.HostPolicy{CPUs: []int{backend.MaxCPU}})
+	_, err := placeForwards(backend.HostPolicy{CPUs: []int{backend.MaxCPU}}, opened(&threadSeen{}))
 	if err == nil || !strings.Contains(err.Error(), "cannot confine the instance's thread to CPUs 1023 (its host policy's cpu-cores)") {
 		t.Fatalf("placement on CPU %d: %v", backend.MaxCPU, err)
 	}

@@ -82,7 +82,7 @@ func TestExecuteTimeoutEndsPlacedThread(t *testing.T) {
 	cpu := testenv.ConfinableCPU(t)
 	spec := rowSpec(8)
 	m := &hangingModel{release: make(chan struct{}), tid: make(chan int, 1)}
-	placed, err := placeForwards(m, backend.HostPolicy{CPUs: []int{cpu}})
+	placed, err := placeForwards(backend.HostPolicy{CPUs: []int{cpu}}, opened(m))
 	if err != nil {
 		t.Fatal(err)
 	}
