@@ -61,6 +61,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -99,6 +100,7 @@ func main() {
 	batching := flag.String("batching", "greedy", "the batched rows' dynamic batcher: greedy (no queue delay, up to -max-batch) or config (the seed config's preferred sizes and queue delay)")
 	slots := flag.Int("exec-slots", 0, "run under Triton's rate limiter, every instance needing one copy of a resource that has this many (--rate-limit=execution_count --rate-limit-resource=cpu:N); 0: no rate limiter")
 	stubCPUs := flag.String("stub-cpus", "", "confine the python stubs to these CPUs (a CPU list, e.g. 1 or 2-3), as tritonserver --host-policy=cpu,cpu-cores=<list> does; run the bench under taskset on other CPUs to keep the server's threads off them")
+	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the python backend's batched rows at the highest concurrency (the first round) to this file, so that the server's share of a goal row can be read apart from the rest of the run")
 	heapFloor := flag.Int64("gc-heap-floor", heapfloor.DefaultBytes, "the process's Go heap floor in bytes, as tritonserver's --gc-heap-floor-byte-size (0: GOGC=100 pacing)")
 	flag.Parse()
 	if *heapFloor < 0 {
@@ -135,7 +137,7 @@ func main() {
 	missed, err := run(options{
 		conc: *conc, instances: *instances, requests: *requests, rounds: *rounds, maxBatch: *maxBatch, unbatched: *unbatched,
 		py: *py, seed: *seed, makeModel: *makeModel, poll: time.Duration(*pollUs) * time.Microsecond, pyConfig: pyConfig,
-		configBatching: *batching == "config", slots: *slots, warm: *warm, stubCPUs: cpus,
+		configBatching: *batching == "config", slots: *slots, warm: *warm, stubCPUs: cpus, cpuProfile: *cpuProfile,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -169,6 +171,7 @@ type options struct {
 	slots                       int
 	warm                        time.Duration // untimed load before each measurement
 	stubCPUs                    []int         // the python stubs' host policy CPUs; nil: any
+	cpuProfile                  string        // where to write the goal row's CPU profile; "": none
 }
 
 func run(o options) (int, error) {
@@ -311,11 +314,22 @@ func run(o options) (int, error) {
 		modes = append(modes, maxBatch)
 	}
 	results := map[key][]result{}
+	prof := &rowProfile{path: o.cpuProfile}
+	defer prof.stop()
 	for r := 0; r < rounds; r++ {
 		for _, mb := range modes {
 			for _, c := range levels {
 				for _, p := range peers {
+					profiled := r == 0 && p.insts[0] == pyInsts[0] && mb == maxBatch && maxBatch > 1 && c == levels[len(levels)-1]
+					if profiled {
+						if err := prof.start(); err != nil {
+							return 0, err
+						}
+					}
 					res, err := measure(ctx, p.insts, spec("model.py"), c, requests, mb, batched, slots, o.warm, req)
+					if profiled {
+						prof.stop()
+					}
 					if err != nil {
 						return 0, fmt.Errorf("%s: %w", p.name, err)
 					}
@@ -725,4 +739,43 @@ func closeF32(a, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// rowProfile writes a Go CPU profile of one measurement to path (none
+// when path is empty): the server's side of a goal row (scheduler,
+// instances, polling) without the set-up, the floors and the peer's rows
+// around it.
+type rowProfile struct {
+	path string
+	f    *os.File
+}
+
+func (p *rowProfile) start() error {
+	if p.path == "" {
+		return nil
+	}
+	f, err := os.Create(p.path)
+	if err != nil {
+		return fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("-cpuprofile: %w", err)
+	}
+	p.f = f
+	return nil
+}
+
+// stop ends a running profile; it does nothing when none runs.
+func (p *rowProfile) stop() {
+	if p.f == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	if err := p.f.Close(); err != nil {
+		log.Printf("-cpuprofile: %v", err)
+	} else {
+		fmt.Printf("CPU profile of the python backend's batched rows at the highest concurrency: %s\n", p.path)
+	}
+	p.f = nil
 }
