@@ -373,7 +373,7 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 	}
 	if s.Kind() == recipe.SourceLocal {
 		dir := n.Recipe.ResolvePath(s.Local, e.ProjectDir)
-		if err := copyTree(dir, tmp, s.Excluded); err != nil {
+		if err := copyTree(dir, tmp, localExcluded(&s)); err != nil {
 			return fmt.Errorf("%s %s: copying local source %s: %w", n.Name, n.Version, dir, err)
 		}
 	}

@@ -32,7 +32,7 @@ func (pl *planner) sourceDigest(n *Node) (string, error) {
 		id = "git:" + s.Commit
 	case recipe.SourceLocal:
 		dir := n.Recipe.ResolvePath(s.Local, pl.opts.ProjectDir)
-		h, err := fetch.HashDir(dir, s.Excluded)
+		h, err := fetch.HashDir(dir, localExcluded(&s))
 		if err != nil {
 			return "", fmt.Errorf("%s: hashing local source %s: %w", n.Recipe.File(), dir, err)
 		}
@@ -52,6 +52,14 @@ func (pl *planner) sourceDigest(n *Node) (string, error) {
 		id += "+patch:" + got
 	}
 	return id, nil
+}
+
+// localExcluded is what a local source leaves out of both its hash and the
+// copy the build works in (copyTree): what its globs exclude, and the VCS
+// metadata (.git directories and submodules' .git files), which the copy
+// never holds and which changes with every commit or index refresh.
+func localExcluded(s *recipe.Source) func(rel string) bool {
+	return func(rel string) bool { return path.Base(rel) == ".git" || s.Excluded(rel) }
 }
 
 // nodeMeta is what the node's manifest records about it, for SBOMs and
