@@ -143,10 +143,19 @@ func Install(ctx context.Context, st *store.Store, nodes []*Node, prefix string,
 	res.Replaced = foreign
 
 	// Until the install finishes, the record claims the old files and the
-	// new ones: an interrupted install still knows what is ours.
-	pending := &installRecord{Prefix: abs, Trees: rec.Trees, Files: append([]installedFile{}, old.Files...)}
+	// new ones: an interrupted install still knows what is ours. It lists
+	// no trees: none is completely installed yet.
+	pending := &installRecord{Prefix: abs, Files: append([]installedFile{}, old.Files...)}
+	// The files of someone else that --force replaces are not claimed:
+	// an entry without a sha256 counts as unchanged, so a later install
+	// would remove the user's file as stale when this one stops before
+	// replacing it.
+	replaced := map[string]bool{}
+	for _, p := range foreign {
+		replaced[p] = true
+	}
 	for _, p := range todo {
-		if _, mine := ours[p.entry.Path]; !mine && !p.entry.Mode.IsDir() {
+		if _, mine := ours[p.entry.Path]; !mine && !p.entry.Mode.IsDir() && !replaced[p.entry.Path] {
 			pending.Files = append(pending.Files, installedFile{Path: p.entry.Path, Mode: p.entry.Mode})
 		}
 	}

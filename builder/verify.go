@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
@@ -109,7 +110,10 @@ func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefi
 	stamp := filepath.Join(st.Root, "installs", hex.EncodeToString(sum[:8])+".json")
 	want, _ := json.Marshal(map[string]any{"prefix": abs, "trees": hashes})
 	if have, err := os.ReadFile(stamp); err == nil && string(have) == string(want) {
-		if _, err := os.Stat(filepath.Join(abs, InstallRecord)); err == nil {
+		// The stamp only says what this function installed last: the
+		// prefix's own record must still list the same trees (another
+		// install, or an interrupted one, may have changed it since).
+		if rec, err := readInstallRecord(abs); err == nil && rec != nil && slices.Equal(rec.Trees, hashes) {
 			return nil
 		}
 	}
