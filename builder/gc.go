@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,7 +66,7 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 			if opts.Reachable[e.Name()] {
 				continue
 			}
-			key, ok := keyOfDir(e.Name(), true)
+			key, ok := nodeKeyOfDir(st, e.Name())
 			if !ok || busy(ctx, st, key) {
 				continue
 			}
@@ -101,6 +102,23 @@ func keyOfDir(name string, withVersion bool) (store.Key, bool) {
 			return store.Key{}, false
 		}
 		k.Name, k.Version = k.Name[:j], k.Name[j+1:]
+	}
+	return k, true
+}
+
+// nodeKeyOfDir is keyOfDir of a committed node's directory, with the name
+// its manifest records: the directory name alone cannot tell a '-' in the
+// version from one in the name, and the lock is named by the name.
+func nodeKeyOfDir(st *store.Store, dir string) (store.Key, bool) {
+	k, ok := keyOfDir(dir, true)
+	if !ok {
+		return k, false
+	}
+	if data, err := os.ReadFile(filepath.Join(st.Root, "nodes", dir, "manifest.json")); err == nil {
+		var meta store.NodeMeta
+		if json.Unmarshal(data, &meta) == nil && meta.Name != "" && strings.HasPrefix(meta.Hash, k.Hash) {
+			k.Name, k.Version = meta.Name, meta.Version
+		}
 	}
 	return k, true
 }
@@ -194,7 +212,7 @@ func (p *Project) ReachableNodes(ctx context.Context) (map[string]bool, error) {
 		if len(targets) == 0 {
 			continue
 		}
-		plan, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: s, Targets: targets, Store: p.Store, ProjectDir: p.Dir})
+		plan, err := MakePlan(ctx, p.Recipes, PlanOptions{Settings: s, Targets: targets, Store: p.Store, ProjectDir: p.SourceDir})
 		if err != nil {
 			return nil, fmt.Errorf("planning profile %q: %w", profileName(prof), err)
 		}
