@@ -60,7 +60,17 @@ func RelocateStoreTree(tree string, m *Manifest, newRoot string) (*Manifest, []s
 				return nil, nil, err
 			}
 			// The tree is a private staging copy: an in-place write is safe.
-			if err := os.WriteFile(p, RewriteStoreRoot(data, m.StoreRoot, newRoot), f.Mode.Perm()); err != nil {
+			// A read-only file (0444 is common) is made writable for it.
+			if f.Mode.Perm()&0o200 == 0 {
+				if err := os.Chmod(p, f.Mode.Perm()|0o200); err != nil {
+					return nil, nil, fmt.Errorf("relocating %s: %w", f.Path, err)
+				}
+			}
+			err = os.WriteFile(p, RewriteStoreRoot(data, m.StoreRoot, newRoot), f.Mode.Perm())
+			if cerr := os.Chmod(p, f.Mode.Perm()); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				return nil, nil, fmt.Errorf("relocating %s: %w", f.Path, err)
 			}
 		case f.EmbedsStore:
