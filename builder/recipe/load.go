@@ -276,6 +276,9 @@ func (r *Recipe) check(d *doc) ErrorList {
 		for i, s := range r.Build.Script.Steps {
 			if s.Name == "" || s.Run == "" {
 				add(fmt.Sprintf("build.script.steps[%d]", i), "a step needs name and run")
+			} else if strings.Contains(s.Name, "/") {
+				// The name is its log's file name (logs/NAME/HASH/STEP.log).
+				add(fmt.Sprintf("build.script.steps[%d].name", i), "step name %q must be a plain name: it names the step's log file", s.Name)
 			}
 		}
 	}
