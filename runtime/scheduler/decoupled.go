@@ -71,6 +71,11 @@ func (st *stream) Send(resp *backend.Response, final bool) error {
 		err = errGone
 	}
 	if final {
+		if err != nil {
+			// The client left while the final response waited for room:
+			// leave found the request finished and counted nothing.
+			st.s.stats.failed(Canceled, time.Since(st.start))
+		}
 		st.s.closeStream(st, failed, err != nil)
 	}
 	return err

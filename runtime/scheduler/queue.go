@@ -100,10 +100,20 @@ func (s *Scheduler) push(ctx context.Context, j *job) error {
 		// Full: wait for room as long as the caller does. Tried first
 		// without the context, since a select over both channels locks
 		// both, and the submitters of a busy model contend for the queue's.
+		// A REJECT timeout ends the wait too: the request is answered
+		// when its timeout ends, queued or waiting to be.
+		var timeout <-chan time.Time
+		if !j.deadline.IsZero() && !s.levels[j.level].policy.Delay {
+			t := time.NewTimer(time.Until(j.deadline))
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case ch <- j:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-timeout:
+			return status.RequestTimeout.New()
 		}
 	}
 	if s.lazy {

@@ -223,6 +223,10 @@ type slot struct {
 	mu        sync.Mutex
 	batch     []*job
 	abandoned bool
+	// carry is the queued request the worker keeps for its next batch
+	// while it executes this one (it did not fit); Close answers it with
+	// the batch when it abandons the batch.
+	carry *job
 }
 
 // HealthReporter is implemented by instances that can tell they cannot
@@ -510,6 +514,13 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 			s.queued.Add(-1)
 			s.leave(j)
 			s.unpend()
+			// Accepted, then left or timed out while waiting for room in
+			// the queue: a failure like a queued request's.
+			reason := Rejected
+			if ctx.Err() != nil {
+				reason = Canceled
+			}
+			s.stats.failed(reason, time.Since(j.start))
 			return err
 		}
 	}
@@ -896,8 +907,18 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		for _, j := range batch {
 			reqs = append(reqs, j.req)
 		}
+		if carry != nil {
+			run.mu.Lock()
+			run.carry = carry
+			run.mu.Unlock()
+		}
 		if !s.execute(inst, batch, reqs, rows, run, held) {
-			return // Close gave up on this instance and answered the batch
+			return // Close gave up on this instance and answered the batch and carry
+		}
+		if carry != nil {
+			run.mu.Lock()
+			run.carry = nil
+			run.mu.Unlock()
 		}
 		clear(batch)
 		clear(reqs)
@@ -1182,17 +1203,23 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	return err
 }
 
+// unloaded answers a request that an unload leaves unexecuted, unless its
+// timeout or its caller's leaving answered it first.
+func (s *Scheduler) unloaded(j *job) {
+	if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
+		s.drop(j)
+		return
+	}
+	s.leave(j)
+	s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+}
+
 // sweep answers every request still queued or handed off once the
 // workers stopped. Called with sweepMu held.
 func (s *Scheduler) sweep() {
 	unloaded := func(j *job) {
 		s.queued.Add(-1)
-		if !j.state.CompareAndSwap(jobWaiting, jobExpired) {
-			s.drop(j) // its timeout answered it
-			return
-		}
-		s.leave(j)
-		s.fail(j, Other, backend.Errorf(backend.Unavailable, "model '%s' was unloaded", s.cfg.Name))
+		s.unloaded(j)
 	}
 	if s.seq != nil {
 		s.seq.drain(unloaded)
@@ -1250,15 +1277,22 @@ func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
 	for i, run := range s.running {
 		run.mu.Lock()
 		batch := run.batch
+		var carry *job
 		if batch != nil {
 			run.abandoned = true
 			run.batch = nil
+			carry, run.carry = run.carry, nil
 			stuck[i] = true
 		}
 		run.mu.Unlock()
 		for _, j := range batch {
 			s.fail(j, Other, backend.Errorf(backend.Unavailable,
 				"model '%s' version %d was unloaded while this request was executing on instance %d, which did not return in time", s.cfg.Name, s.cfg.Version, i))
+		}
+		if carry != nil {
+			// Taken from the queue (take counted it out) for the worker's
+			// next batch, which never comes: answered as a queued one.
+			s.unloaded(carry)
 		}
 	}
 	return stuck
