@@ -333,3 +333,53 @@ func TestRefusedBodyEndsTheStream(t *testing.T) {
 		t.Errorf("answer %q", got)
 	}
 }
+
+// TestRestrictedCategoryByEndpoint: --http-restricted-api checks a
+// request against the category of the endpoint it reaches, as Triton's
+// routing does, whatever the model is called: inference on a model named
+// "trace" is inference, and the metadata of a model named "ready",
+// "infer" or "config" is metadata.
+func TestRestrictedCategoryByEndpoint(t *testing.T) {
+	for path, want := range map[string]access.Category{
+		"/v2/models/trace/infer":                     access.Inference,
+		"/v2/models/trace/versions/1/infer":          access.Inference,
+		"/v2/models/trace/generate_stream":           access.Inference,
+		"/v2/models/trace/ready":                     access.Health,
+		"/v2/models/trace/config":                    access.ModelConfig,
+		"/v2/models/trace/stats":                     access.Statistics,
+		"/v2/models/trace":                           access.Metadata,
+		"/v2/models/trace/trace/setting":             access.Trace,
+		"/v2/models/m/versions/1/trace/setting":      access.Trace,
+		"/v2/models/ready":                           access.Metadata,
+		"/v2/models/infer":                           access.Metadata,
+		"/v2/models/config":                          access.Metadata,
+		"/v2/models/generate":                        access.Metadata,
+		"/v2/models/infer/ready":                     access.Health,
+		"/v2/models/stats":                           access.Statistics,
+		"/v2/models/stats/infer":                     access.Inference,
+		"/v2/models/m/versions/1":                    access.Metadata,
+		"/v2/models/m/versions/1/stats":              access.Statistics,
+		"/v2/trace/setting":                          access.Trace,
+		"/v2/models/linear/infer":                    access.Inference,
+		"/v2/models/linear/versions/2/generate":      access.Inference,
+		"/v2/models/linear/versions/2/config":        access.ModelConfig,
+		"/v2/models/linear/versions/2/ready":         access.Health,
+		"/v2/models/linear/versions/2/trace/setting": access.Trace,
+	} {
+		if got := category(path); got != want {
+			t.Errorf("%s: category %q, want %q", path, got, want)
+		}
+	}
+
+	// End to end: restricting inference also covers a model named trace.
+	repo := frontendtest.NewRepo(t, map[string]string{"trace": frontendtest.Linear})
+	inf := access.Rules{}
+	if err := inf.Add("http-restricted-api", "inference:user=u"); err != nil {
+		t.Fatal(err)
+	}
+	e := serveRepo(t, repo, Options{Manager: repo.Manager, Restricted: inf})
+	ok := `{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`
+	if r, b := e.do(t, "POST", "/v2/models/trace/infer", []byte(ok), nil); r.StatusCode != 403 {
+		t.Errorf("inference on model 'trace' with inference restricted: %d %s", r.StatusCode, b)
+	}
+}

@@ -204,22 +204,34 @@ func category(path string) access.Category {
 		return access.ModelRepository
 	case strings.HasPrefix(path, "/v2/systemsharedmemory"), strings.HasPrefix(path, "/v2/cudasharedmemory"):
 		return access.SharedMemory
-	case strings.HasPrefix(path, "/v2/trace"), strings.HasPrefix(path, "/v2/models/") && strings.Contains(path, "/trace/"):
+	case strings.HasPrefix(path, "/v2/trace"):
 		return access.Trace
 	case strings.HasPrefix(path, "/v2/logging"):
 		return access.Logging
+	case path == "/v2/models/stats":
+		return access.Statistics
 	case strings.HasPrefix(path, "/v2/models/"):
-		switch path[strings.LastIndexByte(path, '/')+1:] {
-		case "ready":
-			return access.Health
-		case "infer", "generate", "generate_stream":
+		// The endpoint is what follows the model (and version) segments,
+		// as the routes read it: a model may be named "trace", "ready" or
+		// "infer" itself.
+		rest := path[len("/v2/models/"):]
+		for _, e := range [...]struct {
+			suffix string
+			cat    access.Category
+		}{
+			{"/trace/setting", access.Trace},
+			{"/ready", access.Health},
 			// generate runs the model as infer does: the same category, so
 			// that restricting inference leaves no way around it.
-			return access.Inference
-		case "config":
-			return access.ModelConfig
-		case "stats":
-			return access.Statistics
+			{"/infer", access.Inference},
+			{"/generate", access.Inference},
+			{"/generate_stream", access.Inference},
+			{"/config", access.ModelConfig},
+			{"/stats", access.Statistics},
+		} {
+			if model, ok := strings.CutSuffix(rest, e.suffix); ok && model != "" {
+				return e.cat
+			}
 		}
 		return access.Metadata
 	case path == "/v2", path == "/v2/":
