@@ -41,13 +41,20 @@ func parseHeader(buf []byte, ir *inferRequest, inputs []backend.TensorSpec) erro
 			})
 		case "inputs":
 			ir.Inputs = ir.Inputs[:0] // a repeated member replaces the earlier one
+			limit := max(maxRequestTensors, len(inputs))
 			return p.array(func() error {
+				if len(ir.Inputs) >= limit {
+					return backend.Errorf(backend.InvalidArg, "request has more than %d inputs", limit)
+				}
 				ir.Inputs = append(ir.Inputs, inferInput{})
 				return p.input(&ir.Inputs[len(ir.Inputs)-1])
 			})
 		case "outputs":
 			ir.Outputs = ir.Outputs[:0]
 			return p.array(func() error {
+				if len(ir.Outputs) >= maxRequestTensors {
+					return backend.Errorf(backend.InvalidArg, "request has more than %d outputs", maxRequestTensors)
+				}
 				ir.Outputs = append(ir.Outputs, inferOutput{})
 				return p.output(&ir.Outputs[len(ir.Outputs)-1])
 			})
@@ -70,6 +77,13 @@ type scanner struct {
 	// inputs are the model's, whose names inputName hands out.
 	inputs []backend.TensorSpec
 }
+
+// maxRequestTensors bounds the inputs (beyond the model's own count) and
+// the requested outputs one request may list. Each listed tensor costs
+// ~150 bytes parsed, an empty one three bytes of body ("{},"), so within
+// the default 64 MiB body an unbounded list held gigabytes before
+// validation could refuse it; no model takes this many.
+const maxRequestTensors = 1 << 14
 
 // maxDepth bounds nesting so that a hostile body cannot exhaust the stack
 // (the scanner recurses per level): Triton's limit for the whole document.

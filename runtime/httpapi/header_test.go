@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
 func TestParseHeaderRejects(t *testing.T) {
@@ -60,5 +65,52 @@ func TestSmallIntMatchesStrconv(t *testing.T) {
 		if !ok && len(strings.TrimPrefix(tok, "-")) <= 18 && err == nil {
 			t.Errorf("%q: smallInt refused an integer strconv reads", tok)
 		}
+	}
+}
+
+// TestTensorCountsBounded: a body of empty tensor objects ("{}," three
+// bytes each) must not make the parser hold a ~150-byte inferInput (or
+// inferOutput) per three bytes of body: within the default 64 MiB input
+// limit that is gigabytes. Requests past the bound are refused as they
+// are parsed, 400 / INVALID_ARGUMENT.
+func TestTensorCountsBounded(t *testing.T) {
+	for _, member := range []string{"inputs", "outputs"} {
+		body := []byte(`{"` + member + `":[` + strings.Repeat("{},", 200000) + `{}]}`)
+		var ir inferRequest
+		var err error
+		alloc := allocated(func() { err = parseHeader(body, &ir, nil) })
+		var be *backend.Error
+		if !errors.As(err, &be) || be.Code != backend.InvalidArg || !strings.Contains(err.Error(), "more than "+strconv.Itoa(maxRequestTensors)+" "+member) {
+			t.Errorf("%d %s: %v", 200001, member, err)
+		}
+		if alloc > 32<<20 {
+			t.Errorf("%d %s: parsing allocated %d bytes for a %d-byte body", 200001, member, alloc, len(body))
+		}
+	}
+	// Up to the bound, as many as a request gives are parsed.
+	var ir inferRequest
+	body := []byte(`{"inputs":[` + strings.Repeat("{},", maxRequestTensors-1) + `{}],"outputs":[` + strings.Repeat("{},", maxRequestTensors-1) + `{}]}`)
+	if err := parseHeader(body, &ir, nil); err != nil || len(ir.Inputs) != maxRequestTensors || len(ir.Outputs) != maxRequestTensors {
+		t.Errorf("at the bound: %v, %d inputs, %d outputs", err, len(ir.Inputs), len(ir.Outputs))
+	}
+}
+
+// TestFP32DataOutOfRange: a JSON number beyond float32's range is
+// accepted for an FP32 input and stored as the infinity of its sign, as
+// Triton's HTTP frontend stores it (it reads the number as a double and
+// converts it to float); FP64 keeps the value.
+func TestFP32DataOutOfRange(t *testing.T) {
+	out, err := decodeData([]byte(`[3.5e38,-1e39,1e-50,2.5]`), backend.FP32, 4, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), 0, 2.5}
+	for i, w := range want {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:])); got != w {
+			t.Errorf("element %d: got %v, want %v", i, got, w)
+		}
+	}
+	if _, err := decodeData([]byte(`[1e39]`), backend.FP64, 1, "x"); err != nil {
+		t.Errorf("FP64 1e39: %v", err)
 	}
 }

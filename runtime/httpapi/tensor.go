@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -106,8 +107,11 @@ func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
 		}
 		return nil, tokenError("expected true or false, got " + strconv.Quote(s))
 	case backend.FP32:
+		// Beyond float32's range ParseFloat reports ErrRange with the
+		// infinity of the number's sign, which is what Triton stores (it
+		// reads a double and converts it to float).
 		f, err := strconv.ParseFloat(s, 32)
-		if err != nil {
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return nil, tokenError("expected a number, got " + strconv.Quote(s))
 		}
 		return binary.LittleEndian.AppendUint32(out, math.Float32bits(float32(f))), nil
