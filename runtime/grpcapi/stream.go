@@ -7,6 +7,7 @@ import (
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	pb "github.com/tritonbuild/tritonbuild/runtime/modelconfig"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
 // finalParam is the response parameter that tells a streaming client a
@@ -38,7 +39,7 @@ func (s *Server) streamDecoupled(ctx context.Context, r *pb.ModelInferRequest, s
 	start := time.Now()
 	sendErr := func(err error) {
 		resp := &pb.ModelInferResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), Id: r.GetId()}
-		send(&pb.ModelStreamInferResponse{ErrorMessage: err.Error(), InferResponse: resp})
+		send(&pb.ModelStreamInferResponse{ErrorMessage: status.Message(err), InferResponse: resp})
 	}
 	req, err := decodeRequest(r, s.opts.SharedMemory)
 	if err != nil {

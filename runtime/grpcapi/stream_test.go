@@ -138,3 +138,33 @@ func TestStreamDecoupled(t *testing.T) {
 		t.Errorf("repeat: %d successful requests, want %d", success, n)
 	}
 }
+
+// TestStreamErrorsNameNoServerPaths: the in-band errors of a stream's
+// requests, to ordinary and decoupled models alike, carry status.Message's
+// text (absolute server paths cut to their last element), as ModelInfer's
+// errors do.
+func TestStreamErrorsNameNoServerPaths(t *testing.T) {
+	e := newEnv(t, map[string]string{"repeat": frontendtest.Repeat, "linear": frontendtest.Linear})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := e.client.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := e.root + "/secret.bin"
+	for _, model := range []string{"linear", "repeat"} {
+		r := repeatRequest(model, []int32{1}, false)
+		r.ModelName = model
+		r.Inputs[0].Name = secret
+		if err := stream.Send(r); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := resp.GetErrorMessage(); msg == "" || strings.Contains(msg, e.root) || !strings.Contains(msg, ".../secret.bin") {
+			t.Errorf("%s: error %q names the server path", model, msg)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
+	"github.com/tritonbuild/tritonbuild/runtime/status"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
@@ -132,7 +133,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 		}
 	}
 	errEvent := func(err error) {
-		event(append(append([]byte(`{"error":`), appendJSONString(nil, []byte(err.Error()))...), '}'))
+		event(append(append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...), '}'))
 	}
 	if !m.Decoupled() {
 		m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)

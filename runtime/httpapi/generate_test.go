@@ -14,8 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/fake"
 	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/tracing"
 )
 
@@ -171,5 +173,49 @@ func TestGenerateStreamTraced(t *testing.T) {
 	tw.Flush()
 	if !rec.Flushed {
 		t.Error("traceWriter.Flush did not flush the connection")
+	}
+}
+
+// pathErrBackend is a decoupled test backend whose every request gets
+// one error response naming a server file, then the final flag.
+type pathErrBackend struct{ path string }
+
+func (b pathErrBackend) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return b, nil
+}
+
+func (b pathErrBackend) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	for _, r := range reqs {
+		go func() {
+			_ = r.Sender.Send(&backend.Response{Err: backend.Errorf(backend.Internal, "cannot read %s", b.path)}, false)
+			_ = r.Sender.Send(nil, true)
+		}()
+	}
+	return nil, nil
+}
+
+func (pathErrBackend) Close() error { return nil }
+
+func (pathErrBackend) SupportsDecoupled() bool { return true }
+
+// TestGenerateStreamErrorsNameNoServerPaths: an error event of
+// generate_stream carries status.Message's text, absolute server paths
+// cut to their last element, as every other error answer does.
+func TestGenerateStreamErrorsNameNoServerPaths(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "weights.bin")
+	repo := frontendtest.NewRepo(t, map[string]string{"patherr": `backend: "patherr"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+`}, func(o *repository.Options) { o.Backends["patherr"] = pathErrBackend{path: secret} })
+	e := serveRepo(t, repo, Options{Manager: repo.Manager})
+	resp, body := e.do(t, "POST", "/v2/models/patherr/generate_stream", []byte(`{"IN": [1]}`), nil)
+	evs := sseEvents(t, body)
+	if resp.StatusCode != 200 || len(evs) != 1 {
+		t.Fatalf("generate_stream: %d %s", resp.StatusCode, body)
+	}
+	if msg := fmt.Sprint(evs[0]["error"]); strings.Contains(msg, secret) || !strings.Contains(msg, ".../weights.bin") {
+		t.Errorf("error event %q names the server path", msg)
 	}
 }
