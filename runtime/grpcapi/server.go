@@ -323,9 +323,13 @@ func (c mdCarrier) Keys() []string {
 }
 
 // ModelStreamInfer implements the RPC. Requests of one stream run
-// concurrently (up to MaxStreamInFlight), so responses come back in
-// completion order; clients match them by id, as with Triton. A failed
-// request is answered in band with error_message and the stream goes on.
+// concurrently (up to MaxStreamInFlight), as Triton's stream handler
+// runs them, and behave as there: each is queued at its model only after
+// the one before it (so a sequence sent without waiting for its responses
+// reaches the sequence batcher in order), and responses to ordinary
+// models go out in the order of their requests, a decoupled model's as it
+// sends them. A failed request is answered in band with error_message and
+// the stream goes on.
 func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferRequest, pb.ModelStreamInferResponse]) error {
 	ctx := stream.Context()
 	s.compressResponse(ctx)
@@ -342,7 +346,10 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 			sendErr = stream.Send(m)
 		}
 	}
+	order := &streamOrder{send: send}
 	defer wg.Wait()
+	prev := make(chan struct{}) // closed when the previous request is queued
+	close(prev)
 	for {
 		waitStart := time.Now()
 		r, err := stream.Recv()
@@ -358,28 +365,107 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[pb.ModelInferR
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// The in-flight slot is held until the response is sent: a slow
+		// request ahead of finished ones holds their responses, and with
+		// them the requests the stream may start.
+		done := func() {
+			if times != nil {
+				times.finish(time.Now())
+			}
+			<-sem
+		}
+		// A request is queued once the one before it is: a queued request
+		// (or one refused before) lets the next one go.
+		after, mine := prev, make(chan struct{})
+		prev = mine
+		var once sync.Once
+		letNext := func() { once.Do(func() { close(mine) }) }
+		rctx = scheduler.WithQueued(rctx, letNext)
+		var slot *orderedResponse
+		if m, err := s.mgr.Resolve(r.GetModelName(), r.GetModelVersion()); err != nil || !m.Decoupled() {
+			slot = order.reserve(done)
+		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if times != nil {
-				defer func() { times.finish(time.Now()) }() // after the send below
+			defer wg.Done()
+			defer letNext()
+			select {
+			case <-after:
+			case <-ctx.Done():
 			}
-			if s.streamDecoupled(ctx, r, send) {
+			if slot == nil {
+				defer done()
+				if s.streamDecoupled(rctx, r, send) {
+					return
+				}
+				// No longer decoupled (reloaded since it arrived): its one
+				// response goes out as it comes, as it would have then.
+				send(s.streamAnswer(rctx, r))
 				return
 			}
-			resp, err := s.infer(rctx, r)
-			if err != nil {
-				// Triton echoes the request's identity with the error so that
-				// the client can tell which request failed.
-				send(&pb.ModelStreamInferResponse{
-					ErrorMessage:  status.Message(err),
-					InferResponse: &pb.ModelInferResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), Id: r.GetId()},
-				})
-				return
-			}
-			markFinal(resp, true)
-			send(&pb.ModelStreamInferResponse{InferResponse: resp})
+			// Reloaded as decoupled since it arrived, this is refused with
+			// the scheduler's error (its responses can only be streamed).
+			order.deliver(slot, s.streamAnswer(rctx, r))
 		}()
+	}
+}
+
+// streamAnswer runs one request of a stream to an ordinary model and
+// returns its response message: the response, or the error in band with
+// the request's identity, which Triton echoes so that the client can tell
+// which request failed.
+func (s *Server) streamAnswer(ctx context.Context, r *pb.ModelInferRequest) *pb.ModelStreamInferResponse {
+	resp, err := s.infer(ctx, r)
+	if err != nil {
+		return &pb.ModelStreamInferResponse{
+			ErrorMessage:  status.Message(err),
+			InferResponse: &pb.ModelInferResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), Id: r.GetId()},
+		}
+	}
+	markFinal(resp, true)
+	return &pb.ModelStreamInferResponse{InferResponse: resp}
+}
+
+// streamOrder sends the responses of a stream's requests to ordinary
+// models in the order the requests came, as Triton's stream handler
+// does: a finished response waits for those of earlier requests. Its
+// queue holds at most the stream's in-flight requests.
+type streamOrder struct {
+	mu    sync.Mutex
+	queue []*orderedResponse // oldest first
+	send  func(*pb.ModelStreamInferResponse)
+}
+
+// orderedResponse is one request's place in a streamOrder.
+type orderedResponse struct {
+	msg   *pb.ModelStreamInferResponse
+	ready bool
+	sent  func() // runs once the response is sent
+}
+
+// reserve takes the next place in the order; sent runs once the response
+// given to deliver for it has been sent.
+func (o *streamOrder) reserve(sent func()) *orderedResponse {
+	r := &orderedResponse{sent: sent}
+	o.mu.Lock()
+	o.queue = append(o.queue, r)
+	o.mu.Unlock()
+	return r
+}
+
+// deliver gives r its response and sends every response that is now
+// first in line. Sending under the lock keeps the order between
+// deliverers; a decoupled model's responses do not wait for it.
+func (o *streamOrder) deliver(r *orderedResponse, msg *pb.ModelStreamInferResponse) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r.msg, r.ready = msg, true
+	for len(o.queue) > 0 && o.queue[0].ready {
+		head := o.queue[0]
+		o.queue[0] = nil
+		o.queue = o.queue[1:]
+		o.send(head.msg)
+		head.sent()
 	}
 }
 

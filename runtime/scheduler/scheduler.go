@@ -487,6 +487,7 @@ func (s *Scheduler) rows(req *backend.Request) (int, error) {
 // submit accepts j (counted pending until it is answered) and hands it to
 // an idle worker or queues it. On error j was not accepted.
 func (s *Scheduler) submit(ctx context.Context, j *job) error {
+	defer queued(ctx)
 	s.pending.Add(1)
 	if s.closed.Load() {
 		s.unpend()
@@ -1201,6 +1202,28 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		err = errors.Join(err, s.closeInstancesWithin(ctx, stuck))
 	})
 	return err
+}
+
+// queuedKey is the context key of WithQueued's function.
+type queuedKey struct{}
+
+// WithQueued returns ctx carrying fn, which the scheduler calls once a
+// request under ctx holds its place in its model's queue (or was refused
+// one), before it waits for its response: a caller that runs several
+// requests at once, each on its own goroutine, can hold the next one back
+// until then, so that they queue in the order they came. A gRPC stream
+// needs that for sequences (Triton queues a stream's requests as it reads
+// them). fn may be called more than once (an ensemble's steps queue under
+// the same context) and must not block.
+func WithQueued(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, queuedKey{}, fn)
+}
+
+// queued calls ctx's WithQueued function, if it has one.
+func queued(ctx context.Context) {
+	if fn, ok := ctx.Value(queuedKey{}).(func()); ok {
+		fn()
+	}
 }
 
 // unloaded answers a request that an unload leaves unexecuted, unless its
