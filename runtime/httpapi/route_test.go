@@ -3,7 +3,10 @@ package httpapi
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/tritonbuild/tritonbuild/runtime/internal/frontendtest"
 )
 
 // inferRoute takes a request the mux's infer patterns take, with the same
@@ -53,5 +56,30 @@ func TestInferRouteAgreesWithMux(t *testing.T) {
 		if !ok && got.ok && r.URL.RawPath == "" {
 			t.Errorf("%s %s: the mux routes it to infer (%+v), inferRoute does not", c.method, c.target, got)
 		}
+	}
+}
+
+// TestWrongMethod: an endpoint asked with a method it does not take is
+// answered 405 {"error":"Method Not Allowed"}, as Triton answers it, with
+// the methods it takes in Allow; a path no route knows stays 404.
+func TestWrongMethod(t *testing.T) {
+	e := newEnv(t, map[string]string{"linear": frontendtest.Linear}, 0)
+	for _, c := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/v2/models/linear/infer", "POST"},
+		{"PUT", "/v2/models/linear/versions/1/infer", "POST"},
+		{"POST", "/v2/health/live", "GET"},
+		{"DELETE", "/v2/models/linear", "GET"},
+		{"PUT", "/v2/logging", "GET, POST"},
+		{"GET", "/v2/repository/index", "POST"},
+	} {
+		r, b := e.do(t, c.method, c.path, nil, nil)
+		if r.StatusCode != http.StatusMethodNotAllowed || string(b) != `{"error":"Method Not Allowed"}` || r.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d %s (Allow %q), want 405 with Allow %q", c.method, c.path, r.StatusCode, b, r.Header.Get("Allow"), c.allow)
+		}
+	}
+	if r, b := e.do(t, "GET", "/v2/nothing", nil, nil); r.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no such endpoint") {
+		t.Errorf("GET /v2/nothing: %d %s, want 404", r.StatusCode, b)
 	}
 }

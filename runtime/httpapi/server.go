@@ -138,9 +138,32 @@ func New(opts Options) *Server {
 	m.HandleFunc("GET /v2/logging", s.logging)
 	m.HandleFunc("POST /v2/logging", s.logging)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := otherMethods(m, r); len(allow) > 0 {
+			// An endpoint asked with the wrong method: 405, as Triton
+			// answers it, naming the methods it takes.
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeErrorText(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+			return
+		}
 		writeError(w, backend.Errorf(backend.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return s
+}
+
+// otherMethods lists the methods that m routes r's path under, when r's
+// own method found no route but the catch-all.
+func otherMethods(m *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, method := range [...]string{http.MethodGet, http.MethodPost} {
+		if method == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := m.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, method)
+		}
+	}
+	return allow
 }
 
 // ServeHTTP implements http.Handler: restricted APIs first, then the
@@ -248,12 +271,17 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
 
 func writeError(w http.ResponseWriter, err error) {
-	b := append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...)
+	writeErrorText(w, status.HTTPStatus(err), status.Message(err))
+}
+
+// writeErrorText answers code with Triton's error body, {"error": msg}.
+func writeErrorText(w http.ResponseWriter, code int, msg string) {
+	b := append([]byte(`{"error":`), appendJSONString(nil, []byte(msg))...)
 	b = append(b, '}')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status.HTTPStatus(err))
+	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }
 
