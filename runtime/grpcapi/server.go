@@ -142,7 +142,7 @@ func (s *Server) register(g *grpc.Server) {
 // options' Limits applied (serve it on Limits.Listener's result so that
 // the connection bound holds too).
 func (s *Server) NewGRPCServer() *grpc.Server {
-	opts := s.opts.Limits.serverOptions()
+	opts := append(s.opts.Limits.serverOptions(), grpc.ForceServerCodecV2(newInferCodec()))
 	if len(s.opts.Restricted) > 0 {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.restrictUnary), grpc.ChainStreamInterceptor(s.restrictStream))
 	}
