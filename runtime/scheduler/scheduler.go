@@ -503,6 +503,7 @@ func (s *Scheduler) submit(ctx context.Context, j *job) error {
 	if s.seq != nil {
 		if err := s.seq.enqueue(j); err != nil {
 			s.queued.Add(-1)
+			s.leave(j)
 			s.unpend()
 			s.stats.failed(Rejected, time.Since(j.start))
 			return err

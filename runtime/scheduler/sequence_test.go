@@ -220,4 +220,8 @@ func TestSequenceRefusalsAndIdleRelease(t *testing.T) {
 	}
 	wantErr(seqRequest(0, backend.Sequence{ID: 1}, 1), backend.InvalidArg,
 		"inference request for sequence 1 to model 'r' must specify the START flag on the first request of the sequence")
+	// Refused requests left the queue's count as they came: none waits.
+	if n := s.levels[0].waiting.Load(); n != 0 {
+		t.Errorf("%d requests counted as waiting after the refusals and the answered requests", n)
+	}
 }
