@@ -90,8 +90,8 @@ type Observer interface {
 
 // Dynamic holds the dynamic batching settings.
 type Dynamic struct {
-	// PreferredBatchSizes end batch gathering early once the batch reaches
-	// one of these sizes and nothing more is queued.
+	// PreferredBatchSizes end batch gathering early: a batch goes at once
+	// at the largest of these sizes the queued requests reach.
 	PreferredBatchSizes []int
 	// MaxQueueDelay is how long the oldest request of a forming batch may
 	// wait for more requests.
@@ -719,6 +719,27 @@ func (s *Scheduler) isGathering() bool {
 	return false
 }
 
+// queuedAhead is how many rows are queued now: exact in lazy mode, else
+// the queued requests (a row or more each).
+func (s *Scheduler) queuedAhead() int {
+	if s.lazy {
+		return int(s.queuedRows.Load())
+	}
+	return int(s.queued.Load())
+}
+
+// nextPreferred is the smallest preferred batch size above rows, or
+// topRows past the largest.
+func (s *Scheduler) nextPreferred(rows int) int {
+	next := s.topRows
+	for p := range s.preferred {
+		if p > rows && p < next {
+			next = p
+		}
+	}
+	return next
+}
+
 // notify wakes, after a push in lazy mode, each gathering worker whose
 // batch the queued rows let close (a preferred size, or full), and an
 // idle worker when no batch gathers.
@@ -844,6 +865,13 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 			deadline := first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
 		gather:
 			for rows < s.topRows {
+				if s.preferred[rows] && rows+s.queuedAhead() < s.nextPreferred(rows) && time.Until(deadline) > 0 {
+					// As Triton's batcher does, the largest preferred size
+					// the queue reaches goes at once: the requests queued
+					// beyond it, too few for the next size, wait for a
+					// batch of their own rather than hold this one.
+					break gather
+				}
 				j := s.tryPop()
 				if j == nil {
 					// Queue empty: a preferred size or an expired delay ends

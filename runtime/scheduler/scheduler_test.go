@@ -774,17 +774,7 @@ func TestBatchClosesAtTheLargestPreferredSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		send := func(rows int) chan error {
-			done := make(chan error, 1)
-			go func() {
-				resp, err := s.Infer(context.Background(), rowsRequest(rows, 1))
-				if err == nil {
-					err = resp.Err
-				}
-				done <- err
-			}()
-			return done
-		}
+		send := func(rows int) chan error { return inferAsync(s, rows) }
 		// The sleeps order the requests; the answers do not depend on
 		// how long each took to arrive.
 		a := send(3)
@@ -814,4 +804,73 @@ func TestBatchClosesAtTheLargestPreferredSize(t *testing.T) {
 		}
 		s.Close(context.Background())
 	}
+}
+
+// TestBatchGoesAtTheLargestPreferredSizeQueued: as Triton's batcher does,
+// a batch goes at once at the largest preferred size the queued requests
+// reach; those queued beyond it, too few for the next preferred size, are
+// left for a batch of their own instead of holding this one for the
+// delay.
+func TestBatchGoesAtTheLargestPreferredSizeQueued(t *testing.T) {
+	for _, lazy := range []bool{true, false} {
+		dyn := Dynamic{PreferredBatchSizes: []int{4, 8}, MaxQueueDelay: 30 * time.Second}
+		if !lazy {
+			dyn.Levels, dyn.DefaultLevel = []QueuePolicy{{}, {}}, 1
+		}
+		// Each execution takes 300 ms, so that requests queue behind one.
+		spec := linearSpec("p", 8, map[string]string{"fake_delay_us": "300000"})
+		s, err := New(context.Background(), fake.New(), spec, Config{Name: "p", MaxBatchSize: 8, Instances: 1, Dynamic: &dyn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(rows int) chan error { return inferAsync(s, rows) }
+		wait := func(what string, done chan error) {
+			t.Helper()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("lazy %v: %s not answered in 10 s: its batch waits out the 30 s delay", lazy, what)
+			}
+		}
+		busy := send(4) // a preferred size: executes at once
+		time.Sleep(50 * time.Millisecond)
+		var ones []chan error
+		for range 5 { // queued behind it: four make a preferred size, one is left
+			ones = append(ones, send(1))
+			time.Sleep(20 * time.Millisecond)
+		}
+		wait("the first batch", busy)
+		for i, done := range ones[:4] {
+			wait(fmt.Sprintf("one-row request %d", i+1), done)
+		}
+		wait("the fifth and a three-row request (a preferred 4 together)", send(3))
+		wait("the fifth one-row request", ones[4])
+		var sizes []int
+		for _, st := range s.Stats().Batches {
+			for range st.ComputeInfer.Count {
+				sizes = append(sizes, st.BatchSize)
+			}
+		}
+		if !slices.Equal(sizes, []int{4, 4, 4}) {
+			t.Errorf("lazy %v: batches of %v rows, want [4 4 4]", lazy, sizes)
+		}
+		s.Close(context.Background())
+	}
+}
+
+// inferAsync sends a request of rows rows to s and returns where its
+// error (nil when it was answered with a response) will arrive.
+func inferAsync(s *Scheduler, rows int) chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := s.Infer(context.Background(), rowsRequest(rows, 1))
+		if err == nil {
+			err = resp.Err
+		}
+		done <- err
+	}()
+	return done
 }
