@@ -244,6 +244,14 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	if err := os.RemoveAll(b.staging); err != nil {
 		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
 	}
+	// A forced rebuild starts from fresh sources and an empty build dir:
+	// a work dir kept from a successful build (--keep-work) would otherwise
+	// make it an incremental build of what is already built.
+	if n.Forced {
+		if err := os.RemoveAll(b.work); err != nil {
+			return fmt.Errorf("%s: clearing the work dir for a forced rebuild: %w", n.Name, err)
+		}
+	}
 	// Logs of steps this attempt skips (a resumed build's configure) stay;
 	// each step's log restarts when the step runs again.
 	b.logged = map[string]bool{}

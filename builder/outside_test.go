@@ -563,3 +563,31 @@ func TestRunpathToElsewhereGetsOwnLibrary(t *testing.T) {
 		}
 	}
 }
+
+// --force after a build kept with --keep-work starts over: the kept work
+// dir (its sources and build dir, their step markers) is not resumed.
+func TestForceRebuildStartsFromAFreshWorkDir(t *testing.T) {
+	m := newMiniProject(t, argvProject)
+	m.targets = []string{"argv"}
+	build := func(force ...string) *Plan {
+		t.Helper()
+		p := m.plan(m.store, force...)
+		var out bytes.Buffer
+		if err := (&Executor{Store: m.store, Out: &out, Jobs: 2, KeepWork: true}).Run(context.Background(), p, p.Nodes); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return p
+	}
+	p := build()
+	stale := filepath.Join(m.store.WorkDir(p.Node("argv").Key()), "build", "left-by-the-last-build")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build("argv")
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the forced rebuild resumed the kept work dir (%v)", err)
+	}
+}

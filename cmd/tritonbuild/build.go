@@ -79,7 +79,7 @@ type buildFlags struct {
 }
 
 func (f *buildFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.force, "force", nil, "rebuild NAME even if cached (repeatable)")
+	cmd.Flags().StringArrayVar(&f.force, "force", nil, "rebuild NAME from fresh sources and an empty build dir even if cached (repeatable)")
 	cmd.Flags().IntVarP(&f.jobs, "jobs", "j", 0, "override the planned parallelism")
 	cmd.Flags().BoolVar(&f.keepWork, "keep-work", false, "keep build directories after success")
 }
