@@ -71,6 +71,16 @@ func Install(ctx context.Context, st *store.Store, nodes []*Node, prefix string,
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := st.LockPrefix(ctx, abs)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return install(ctx, st, nodes, abs, opts)
+}
+
+// install is Install into abs, under its prefix lock.
+func install(ctx context.Context, st *store.Store, nodes []*Node, abs string, opts InstallOptions) (*InstallResult, error) {
 	old, err := readInstallRecord(abs)
 	if err != nil {
 		return nil, err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
 )
@@ -118,5 +120,38 @@ func TestInterruptedForcedInstallKeepsForeignFiles(t *testing.T) {
 	}
 	if b, err := os.ReadFile(user); err != nil || string(b) != "the user's own\n" {
 		t.Fatalf("the user's share/a.txt, never replaced, was removed as a stale file of ours: %q %v", b, err)
+	}
+}
+
+// Installs into one prefix take turns: an install waits while another
+// holds the prefix's lock, and goes on once it is released.
+func TestInstallWaitsForThePrefixLock(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := []*Node{commitFakeNode(t, st, "a", map[string]string{"share/a.txt": "a\n"})}
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	unlock, err := st.LockPrefix(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := Install(short, st, a, prefix, InstallOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Install while another holds the prefix: %v, want it to wait", err)
+	}
+	if err := InstallIfChanged(short, st, a, prefix, InstallOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("InstallIfChanged while another holds the prefix: %v, want it to wait", err)
+	}
+	if _, err := os.Stat(prefix); !os.IsNotExist(err) {
+		t.Errorf("the waiting installs touched the prefix (%v)", err)
+	}
+	unlock()
+	if err := InstallIfChanged(context.Background(), st, a, prefix, InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "share", "a.txt")); err != nil {
+		t.Error(err)
 	}
 }

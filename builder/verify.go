@@ -106,6 +106,12 @@ func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefi
 			hashes = append(hashes, n.Hash)
 		}
 	}
+	// The check and the install are one step under the prefix's lock.
+	unlock, err := st.LockPrefix(ctx, abs)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	sum := sha256.Sum256([]byte(abs))
 	stamp := filepath.Join(st.Root, "installs", hex.EncodeToString(sum[:8])+".json")
 	want, _ := json.Marshal(map[string]any{"prefix": abs, "trees": hashes})
@@ -117,7 +123,7 @@ func InstallIfChanged(ctx context.Context, st *store.Store, nodes []*Node, prefi
 			return nil
 		}
 	}
-	if _, err := Install(ctx, st, nodes, abs, opts); err != nil {
+	if _, err := install(ctx, st, nodes, abs, opts); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {

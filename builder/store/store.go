@@ -138,6 +138,21 @@ func (s *Store) LockNotify(ctx context.Context, k Key, waiting func()) (func(), 
 	return unlock, nil
 }
 
+// LockPrefix takes the exclusive flock of an install prefix (an absolute
+// path), waiting until ctx is done: two installs into one prefix from
+// this store would otherwise race on its record of what is ours. The lock
+// lives in the store, so that the prefix holds nothing of an install that
+// is refused.
+func (s *Store) LockPrefix(ctx context.Context, prefix string) (func(), error) {
+	sum := sha256.Sum256([]byte(prefix))
+	path := filepath.Join(s.Root, "locks", "install-"+hex.EncodeToString(sum[:8])+".lock")
+	unlock, err := filelock.Lock(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("install lock for %s: %w", prefix, err)
+	}
+	return unlock, nil
+}
+
 // StagingDir is the node's private staging area; only the holder of the
 // node's lock uses it, so a leftover from a killed process may be removed.
 func (s *Store) StagingDir(k Key) string { return filepath.Join(s.Root, "staging", k.id()) }
