@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/store"
 )
 
@@ -40,7 +42,9 @@ type GCItem struct {
 // GC finds what the store no longer needs: staging and work directories
 // of attempts that are not running (a failed build's work dir is kept for
 // resuming until then), committed trees that no profile of build.yaml
-// reaches, and image layers and python envs beyond opts.KeepCache. Nodes
+// reaches, the source cache's leftovers of fetches that did not finish
+// (sourceLeftovers), and image layers and python envs beyond
+// opts.KeepCache. Nodes
 // being built or pulled (their lock held) are skipped.
 func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) {
 	var items []GCItem
@@ -73,6 +77,7 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 			add(filepath.Join(st.Root, "nodes", e.Name()), "tree no profile of build.yaml reaches")
 		}
 	}
+	items = append(items, sourceLeftovers(ctx, st.Sources(), time.Now())...)
 	items = append(items, beyond(filepath.Join(st.Root, "images", "layers"), opts.KeepCache, "image layer cache beyond the size kept")...)
 	if opts.PythonEnvs != "" {
 		items = append(items, beyond(opts.PythonEnvs, opts.KeepCache, "python env cache beyond the size kept")...)
@@ -134,6 +139,44 @@ func busy(ctx context.Context, st *store.Store, k store.Key) bool {
 	}
 	unlock()
 	return false
+}
+
+// staleTemp is how old an entry of the source cache's tmp/ must be for GC
+// to take it for a fetch's leftover: nothing there names the fetch that
+// made it, and no fetch (an LLVM clone included) runs for a day.
+const staleTemp = 24 * time.Hour
+
+// sourceLeftovers lists what fetches that did not finish left in the
+// source cache: partial downloads whose digest no fetch holds (the next
+// fetch of one starts over), and temporary files older than staleTemp.
+func sourceLeftovers(ctx context.Context, c fetch.Cache, now time.Time) []GCItem {
+	var items []GCItem
+	parts, _ := os.ReadDir(filepath.Join(c.Dir, "partial"))
+	for _, e := range parts {
+		sha, ok := strings.CutSuffix(e.Name(), ".part")
+		if !ok {
+			continue
+		}
+		try, cancel := context.WithCancel(ctx)
+		cancel()
+		unlock, err := c.Lock(try, sha)
+		if err != nil {
+			continue // being fetched
+		}
+		unlock()
+		p := filepath.Join(c.Dir, "partial", e.Name())
+		items = append(items, GCItem{Path: p, Why: "interrupted download (the next fetch of it starts over)", Size: dirSize(p)})
+	}
+	tmps, _ := os.ReadDir(filepath.Join(c.Dir, "tmp"))
+	for _, e := range tmps {
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < staleTemp {
+			continue
+		}
+		p := filepath.Join(c.Dir, "tmp", e.Name())
+		items = append(items, GCItem{Path: p, Why: "temporary file of a fetch that did not finish", Size: dirSize(p)})
+	}
+	return items
 }
 
 // beyond lists the entries of a cache dir past the newest keep bytes.
