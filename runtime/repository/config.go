@@ -258,7 +258,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	if cfg.Name == "" {
 		cfg.Name = name
 	} else if cfg.Name != name {
-		return nil, fmt.Errorf("model name '%s' in the config does not match its directory '%s'", cfg.Name, name)
+		return nil, fmt.Errorf("unexpected directory name '%s' for model '%s', directory name must equal model name", name, cfg.Name) // Triton's text
 	}
 	if err := checkSupported(cfg); err != nil {
 		return nil, err
@@ -364,7 +364,9 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		}
 	}
 	if r.backendName == ensemblePlatform {
-		if r.backend, err = m.validateEnsemble(cfg, r.inputs, r.outputs); err != nil {
+		// The backend's view (outputs in their reshape, as Triton's
+		// ensemble_output_shape_); names, types and optional are the same.
+		if r.backend, err = m.validateEnsemble(cfg, r.beInputs, r.beOutputs); err != nil {
 			return nil, err
 		}
 		// Triton's ensembles have no instance groups.

@@ -178,7 +178,7 @@ func TestFailuresAreIsolatedAndReported(t *testing.T) {
 		"gpu":        "instance group gpu_0 of model gpu has kind KIND_GPU but server does not support GPUs",
 		"ragged":     "batch input data type must be TYPE_INT32 or TYPE_FP32",
 		"syntax":     "model 'syntax': syntax/config.pbtxt:3:19:",
-		"wrongname":  "does not match its directory",
+		"wrongname":  "unexpected directory name 'wrongname' for model 'other', directory name must equal model name",
 		"nobackend":  "backend 'onnxruntime' is not available",
 		"noversions": "at least one version must be available under the version policy of model 'noversions'",
 		"pt":         "model.pt",
