@@ -41,6 +41,11 @@ type ensembleBackend struct {
 	name  string
 	steps []ensembleStep
 	outs  []string // the ensemble's outputs, in config order
+	// batching is the ensemble's max_batch_size > 0; outDims are its
+	// outputs' dims, optional its optional inputs.
+	batching bool
+	outDims  map[string][]int64
+	optional map[string]bool
 }
 
 func (b *ensembleBackend) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
@@ -78,9 +83,29 @@ func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.
 		defer context.AfterFunc(ctx, cancel)()
 		ctx = cctx
 	}
+	// As in Triton's EnsembleContext, each tensor keeps the batch size of
+	// the request that made it (0: made without batching), so that a
+	// tensor can pass between models that batch and models that do not
+	// (reshapeTensorDims); an optional ensemble input the client left out,
+	// and a step output the model did not produce, are present as absent
+	// tensors, which a step's request leaves out.
 	tensors := make(map[string]backend.Tensor, len(r.Inputs))
+	batches := make(map[string]int64, len(r.Inputs))
+	absent := map[string]bool{}
+	var reqBatch int64
 	for _, t := range r.Inputs {
 		tensors[t.Name] = t
+		if b.batching && len(t.Shape) > 0 {
+			reqBatch = t.Shape[0]
+		}
+	}
+	for _, t := range r.Inputs {
+		batches[t.Name] = reqBatch
+	}
+	for name := range b.optional {
+		if _, ok := tensors[name]; !ok {
+			absent[name] = true
+		}
 	}
 	done := make([]bool, len(b.steps))
 	for left := len(b.steps); left > 0; {
@@ -91,7 +116,7 @@ func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.
 			}
 			ready := true
 			for _, src := range st.inputs {
-				if _, ok := tensors[src]; !ok {
+				if _, ok := tensors[src]; !ok && !absent[src] {
 					ready = false
 				}
 			}
@@ -100,17 +125,18 @@ func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.
 			}
 		}
 		if len(wave) == 0 {
-			// Validated at load; only an optional input left out stops here.
+			// Validated at load (absent tensors count as present): not reached.
 			return &backend.Response{Err: backend.Errorf(backend.InvalidArg, "in ensemble '%s', the inputs of the remaining steps are not available", name)}
 		}
 		results := make([]*backend.Response, len(wave))
+		outBatch := make([]int64, len(wave))
 		errs := make([]error, len(wave))
 		var wg sync.WaitGroup
 		for k, i := range wave {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[k], errs[k] = b.step(ctx, &b.steps[i], r, tensors)
+				results[k], outBatch[k], errs[k] = b.step(ctx, &b.steps[i], r, tensors, batches)
 			}()
 		}
 		wg.Wait()
@@ -123,6 +149,12 @@ func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.
 				if dst, ok := st.outputs[t.Name]; ok {
 					t.Name = dst
 					tensors[dst] = t
+					batches[dst] = outBatch[k]
+				}
+			}
+			for _, dst := range st.outputs {
+				if _, ok := tensors[dst]; !ok {
+					absent[dst] = true
 				}
 			}
 			done[i] = true
@@ -136,21 +168,72 @@ func (b *ensembleBackend) run(ctx context.Context, r *backend.Request) *backend.
 	}
 	for _, o := range want {
 		if t, ok := tensors[o]; ok {
+			t.Shape = reshapeTensorDims(b.outDims[o], b.batching && reqBatch != 0, batches[o], t.Shape)
 			resp.Outputs = append(resp.Outputs, t)
 		}
 	}
 	return resp
 }
 
-func (b *ensembleBackend) step(ctx context.Context, st *ensembleStep, r *backend.Request, tensors map[string]backend.Tensor) (*backend.Response, error) {
+// reshapeTensorDims is Triton's EnsembleContext::ReshapeTensorDims: the
+// shape, dims, of a tensor made with batch size batch (0: without
+// batching) as a model (or the ensemble's output) whose config declares
+// config dims expects it. A tensor made without batching for one that
+// batches gets a batch dimension of 1 when its shape is the config's; a
+// batch of 1 for one that does not batch loses its batch dimension when
+// the shape with it does not fit the config. Otherwise the shape stays.
+func reshapeTensorDims(config []int64, batching bool, batch int64, dims []int64) []int64 {
+	if batching == (batch != 0) {
+		return dims
+	}
+	if batching {
+		if dimsMatch(config, dims) {
+			return append([]int64{1}, dims...)
+		}
+	} else if !dimsMatch(config, dims) && batch == 1 && len(dims) > 0 {
+		return dims[1:]
+	}
+	return dims
+}
+
+// dimsMatch is Triton's CompareDimsWithWildcard: the same rank, and each
+// dimension equal or -1 on either side.
+func dimsMatch(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && a[i] != -1 && b[i] != -1 {
+			return false
+		}
+	}
+	return true
+}
+
+// step runs one step of request r and returns its response and the batch
+// size of its outputs (0 when the step's model does not batch).
+func (b *ensembleBackend) step(ctx context.Context, st *ensembleStep, r *backend.Request, tensors map[string]backend.Tensor, batches map[string]int64) (*backend.Response, int64, error) {
 	mod, err := b.m.Get(st.model, st.version)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	req := &backend.Request{ID: r.ID, Parameters: r.Parameters, Sequence: r.Sequence}
+	batching := mod.Spec.MaxBatchSize > 0
+	// As Triton's EnsembleContext::InitStep: the step's request has the
+	// ensemble request's id, parameters, correlation, priority and timeout.
+	req := &backend.Request{ID: r.ID, Parameters: r.Parameters, Sequence: r.Sequence, Priority: r.Priority, Timeout: r.Timeout}
+	var batch int64
 	for dst, src := range st.inputs {
-		t := tensors[src]
+		t, ok := tensors[src]
+		if !ok {
+			continue // absent: the model's input is optional, or it refuses the request
+		}
 		t.Name = dst
+		if spec, ok := mod.Input(dst); ok {
+			t.Shape = reshapeTensorDims(spec.Dims, batching, batches[src], t.Shape)
+		}
+		if batching && len(t.Shape) > 0 {
+			batch = t.Shape[0]
+		}
 		req.Inputs = append(req.Inputs, t)
 	}
 	for o := range st.outputs {
@@ -158,7 +241,7 @@ func (b *ensembleBackend) step(ctx context.Context, st *ensembleStep, r *backend
 	}
 	slices.Sort(req.Outputs)
 	_, resp, err := b.m.Infer(ctx, mod, st.version, req, time.Now())
-	return resp, err
+	return resp, batch, err
 }
 
 // stepError prefixes a step's error as Triton does, keeping its code.
@@ -221,7 +304,12 @@ func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs
 		types[in.Name] = in.DataType
 	}
 	producer := map[string]string{}
-	b := &ensembleBackend{m: m, name: name}
+	b := &ensembleBackend{m: m, name: name, batching: cfg.MaxBatchSize > 0, outDims: map[string][]int64{}, optional: map[string]bool{}}
+	for _, in := range inputs {
+		if in.Optional {
+			b.optional[in.Name] = true
+		}
+	}
 	mods := make([]*Model, len(steps))
 	for i, s := range steps {
 		if s.GetModelName() == "" {
@@ -238,8 +326,11 @@ func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs
 		if mod.Decoupled() {
 			return nil, backend.Errorf(backend.Unsupported, "ensemble '%s' step '%s': decoupled models in ensembles are not supported", name, s.GetModelName())
 		}
-		if cfg.MaxBatchSize > 0 && mod.Config.GetMaxBatchSize() < cfg.MaxBatchSize {
-			return nil, fmt.Errorf("ensemble '%s' allows maximum batch size %d, but it contains model '%s' which only allows maximum batch size to be %d", name, cfg.MaxBatchSize, mod.Name, mod.Config.GetMaxBatchSize())
+		// A model that does not batch may take part (it sees the batch
+		// dimension as its first dimension), as in Triton's
+		// ValidateEnsembleConfig, whose text this is.
+		if mb := mod.Config.GetMaxBatchSize(); mb != 0 && mb < cfg.MaxBatchSize {
+			return nil, fmt.Errorf("ensemble %s allows maximum batch size %d, but it contains model %s which only allows maximum batch size to be %d", name, cfg.MaxBatchSize, mod.Name, mb)
 		}
 		mods[i] = mod
 		st := ensembleStep{model: s.GetModelName(), version: v, inputs: s.GetInputMap(), outputs: s.GetOutputMap()}
@@ -318,6 +409,7 @@ func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs
 			return nil, fmt.Errorf("in ensemble '%s', ensemble output '%s' is %s but step '%s' produces %s", name, o.Name, o.DataType, producer[o.Name], t)
 		}
 		b.outs = append(b.outs, o.Name)
+		b.outDims[o.Name] = o.Dims
 	}
 	return b, nil
 }

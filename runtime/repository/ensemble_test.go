@@ -43,7 +43,7 @@ func TestEnsembleLoadRefusals(t *testing.T) {
 		"flowloop": {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "B", "A"), step("lin", "A", "B"), step("lin", "IN", "OUT")), "the steps form a cycle"},
 		"unmade":   {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "X")), "ensemble output 'OUT' is not produced by any step"},
 		"nosource": {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "Q", "OUT")), "reads ensemble tensor 'Q', which is neither an ensemble input nor any step's output"},
-		"batch":    {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("small", "IN", "OUT")), "ensemble 'batch' allows maximum batch size 8, but it contains model 'small' which only allows maximum batch size to be 2"},
+		"batch":    {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("small", "IN", "OUT")), "ensemble batch allows maximum batch size 8, but it contains model small which only allows maximum batch size to be 2"},
 		"cyc1":     {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("cyc2", "IN", "OUT")), "ensemble 'cyc1' contains a cycle of ensembles: cyc1 -> cyc2 -> cyc1"},
 		"cyc2":     {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("cyc1", "IN", "OUT")), "ensemble 'cyc2' contains a cycle of ensembles: cyc2 -> cyc1 -> cyc2"},
 	}
@@ -273,5 +273,172 @@ func TestPollReloadsEnsembleWhenItsModelReturns(t *testing.T) {
 	// Loaded again, nothing changes on later polls.
 	if err := m.Poll(ctx); err != nil || !loaded("ens") {
 		t.Fatalf("a later poll: %v, ens loaded %v", err, loaded("ens"))
+	}
+}
+
+// TestEnsembleWithNonBatchingStep: a batching ensemble may contain a model
+// with max_batch_size 0 (Triton's ValidateEnsembleConfig checks only
+// composing models that batch: "batchable ensemble can include
+// non-batchable models as long as the expanded shapes are consistent");
+// that model sees the ensemble tensor with its batch dimension.
+func TestEnsembleWithNonBatchingStep(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "nb", `backend: "fake"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [-1, 4] }]
+`+identityParam, []string{"1"})
+	writeModel(t, root, "ens", `platform: "ensemble"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }]
+ensemble_scheduling { step [`+step("nb", "IN", "OUT")+`] }
+`, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mod := mustGet(t, m, "ens")
+	_, resp, err := m.Infer(context.Background(), mod, -1, &backend.Request{Inputs: []backend.Tensor{f32("IN", 3, 4)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatShape(resp.Outputs[0].Shape); got != "[3,4]" {
+		t.Errorf("output shape %s, want [3,4]", got)
+	}
+}
+
+// seenBackend records the priority and timeout of the requests its
+// instances execute.
+type seenBackend struct {
+	*fake.Backend
+	seen chan *backend.Request
+}
+
+func (b *seenBackend) NewInstance(ctx context.Context, spec *backend.ModelSpec, idx int) (backend.Instance, error) {
+	in, err := b.Backend.NewInstance(ctx, spec, idx)
+	if err != nil {
+		return in, err
+	}
+	return &seenInstance{Instance: in, b: b}, nil
+}
+
+type seenInstance struct {
+	backend.Instance
+	b *seenBackend
+}
+
+func (in *seenInstance) Execute(ctx context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	for _, r := range reqs {
+		in.b.seen <- r
+	}
+	return in.Instance.Execute(ctx, reqs)
+}
+
+// TestEnsembleStepsGetPriorityAndTimeout: the steps of an ensemble request
+// carry its priority and timeout, as Triton's EnsembleContext::InitStep
+// sets them on each composing request (SetPriority, SetTimeoutMicroseconds).
+func TestEnsembleStepsGetPriorityAndTimeout(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "lin", linearCfg+`dynamic_batching {
+  priority_levels: 2
+  default_priority_level: 2
+  default_queue_policy { allow_timeout_override: true default_timeout_microseconds: 60000000 }
+}
+`, []string{"1"})
+	writeModel(t, root, "ens", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "OUT")), []string{"1"})
+	be := &seenBackend{Backend: fake.New(), seen: make(chan *backend.Request, 16)}
+	m, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": be}, StrictModelConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := &backend.Request{Inputs: []backend.Tensor{f32("IN", 1, 4)}, Priority: 1, Timeout: 5 * time.Second}
+	if _, _, err := m.Infer(context.Background(), mustGet(t, m, "ens"), -1, req, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-be.seen:
+		if r.Priority != 1 || r.Timeout != 5*time.Second {
+			t.Errorf("the step ran with priority %d, timeout %v; want 1, 5s", r.Priority, r.Timeout)
+		}
+	default:
+		t.Fatal("the step never executed")
+	}
+}
+
+// TestEnsembleBatchingConversions: as Triton's ReshapeTensorDims, a batch
+// of one reaching a model that does not batch loses its batch dimension
+// when the model's dims do not take it, and what such a model returns
+// gets the batch dimension back as an output of a batching ensemble.
+func TestEnsembleBatchingConversions(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "nb", `backend: "fake"
+max_batch_size: 0
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [4] }]
+`+identityParam, []string{"1"})
+	writeModel(t, root, "ens", `platform: "ensemble"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }]
+ensemble_scheduling { step [`+step("nb", "IN", "OUT")+`] }
+`, []string{"1"})
+	writeModel(t, root, "lin", linearCfg, []string{"1"})
+	writeModel(t, root, "unbatched", strings.Replace(ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "OUT")), "max_batch_size: 8", "max_batch_size: 0", 1), []string{"1"})
+	m, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": fake.New()}, StrictModelConfig: true, StrictInputShapes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := m.Infer(context.Background(), mustGet(t, m, "ens"), -1, &backend.Request{Inputs: []backend.Tensor{f32("IN", 1, 4)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatShape(resp.Outputs[0].Shape); got != "[1,4]" {
+		t.Errorf("output shape %s, want [1,4]", got)
+	}
+	// The other way: an ensemble that does not batch, a step that does.
+	_, resp, err = m.Infer(context.Background(), mustGet(t, m, "unbatched"), -1, &backend.Request{Inputs: []backend.Tensor{f32("IN", 4)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FormatShape(resp.Outputs[0].Shape); got != "[3]" {
+		t.Errorf("unbatched ensemble: output shape %s, want [3]", got)
+	}
+}
+
+// TestEnsembleOptionalInputLeftOut: an optional ensemble input the client
+// leaves out is left out of the steps that read it (their model's input
+// being optional too), as Triton's ensembles do.
+func TestEnsembleOptionalInputLeftOut(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "opt", `backend: "fake"
+max_batch_size: 8
+input [{ name: "A" data_type: TYPE_FP32 dims: [4] }, { name: "B" data_type: TYPE_FP32 dims: [4] optional: true }]
+output [{ name: "OA" data_type: TYPE_FP32 dims: [4] }]
+`+identityParam, []string{"1"})
+	writeModel(t, root, "ens", `platform: "ensemble"
+max_batch_size: 8
+input [{ name: "IN" data_type: TYPE_FP32 dims: [4] }, { name: "IN2" data_type: TYPE_FP32 dims: [4] optional: true }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }]
+ensemble_scheduling { step [{ model_name: "opt" model_version: -1 input_map { key: "A" value: "IN" } input_map { key: "B" value: "IN2" } output_map { key: "OA" value: "OUT" } }] }
+`, []string{"1"})
+	m := newManager(t, fake.New(), true, root)
+	if err := m.LoadAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := m.Infer(context.Background(), mustGet(t, m, "ens"), -1, &backend.Request{Inputs: []backend.Tensor{f32("IN", 2, 4)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Outputs) != 1 || FormatShape(resp.Outputs[0].Shape) != "[2,4]" {
+		t.Errorf("outputs %v, want OUT [2,4]", resp.Outputs)
 	}
 }
