@@ -265,6 +265,15 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("tree %q: %s is not a directory", t.Name, t.Dir)
 		}
 	}
+	if o.ModelRepository != "" {
+		st, err := os.Stat(o.ModelRepository)
+		if err != nil {
+			return fmt.Errorf("model repository: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("model repository: %s is not a directory", o.ModelRepository)
+		}
+	}
 	for _, p := range o.Ports {
 		if !strings.Contains(p, "/") {
 			return fmt.Errorf("port %q: want NUMBER/PROTOCOL, e.g. 8000/tcp", p)
@@ -304,7 +313,8 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 	prefixName := cleanImagePath(o.Prefix)
 	treeSpecs := make([]*layerSpec, len(o.Trees))
 	fsys := &imageFS{prefix: o.Prefix, tree: map[string]entry{}}
-	owner := map[string]string{}
+	owner := map[string]string{}    // non-directory path -> tree
+	dirOwner := map[string]string{} // directory path -> first tree
 	for i, t := range o.Trees {
 		entries, err := walkDir(t.Dir, prefixName)
 		if err != nil {
@@ -313,13 +323,22 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		treeSpecs[i] = &layerSpec{label: t.Name, entries: entries}
 		for _, e := range entries {
 			p := "/" + e.name
+			// A directory in one tree and a file or symlink in another
+			// conflict too: the later layer would hide the other.
 			if e.typ == tar.TypeDir {
+				if first, ok := owner[p]; ok {
+					return nil, &ConflictError{Path: p, First: first, Second: t.Name}
+				}
 				if _, ok := fsys.tree[p]; !ok {
 					fsys.tree[p] = e
+					dirOwner[p] = t.Name
 				}
 				continue
 			}
 			if first, ok := owner[p]; ok {
+				return nil, &ConflictError{Path: p, First: first, Second: t.Name}
+			}
+			if first, ok := dirOwner[p]; ok {
 				return nil, &ConflictError{Path: p, First: first, Second: t.Name}
 			}
 			owner[p] = t.Name
@@ -346,11 +365,11 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkEntrypoint(fsys, o); err != nil {
-			return nil, err
-		}
 		c, err := resolveClosure(closureOptions{target: t, fsys: fsys, hostDirs: hostDirs, libraryPath: libPath, extra: o.ExtraLibraries, hostPaths: o.HostPaths})
 		if err != nil {
+			return nil, err
+		}
+		if err := checkEntrypoint(fsys, o, c); err != nil {
 			return nil, err
 		}
 		if len(c.missing) > 0 && !o.AllowMissingLibraries {
@@ -430,8 +449,11 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 }
 
 // checkEntrypoint makes sure a scratch image can start: its entrypoint must
-// be a file of the trees (absolute, or found in <prefix>/bin).
-func checkEntrypoint(fsys *imageFS, o Options) error {
+// be a file of the trees (absolute, or found in <prefix>/bin), or a host
+// file the base layer carries (Options.HostPaths) through host symlinks it
+// carries too. fsys answers for the host outside the prefix, so a path
+// that merely exists on the host is not enough.
+func checkEntrypoint(fsys *imageFS, o Options, c *closure) error {
 	if len(o.Entrypoint) == 0 {
 		return nil
 	}
@@ -440,12 +462,31 @@ func checkEntrypoint(fsys *imageFS, o Options) error {
 	if !path.IsAbs(ep) {
 		cands = []string{path.Join(o.Prefix, "bin", ep)}
 	}
-	for _, c := range cands {
-		if _, _, _, ok := fsys.resolve(c); ok {
+	inImage := func(p string) bool {
+		return strings.HasPrefix(p, fsys.prefix+"/")
+	}
+	carried := map[string]bool{}
+	for _, f := range c.files {
+		carried[f] = true
+	}
+	for _, l := range c.links {
+		carried[l.name] = true
+	}
+	for _, cand := range cands {
+		final, _, links, ok := fsys.resolve(cand)
+		if !ok || (!inImage(final) && !carried[final]) {
+			continue
+		}
+		for _, l := range links {
+			if !inImage(l.name) && !carried[l.name] {
+				ok = false
+			}
+		}
+		if ok {
 			return nil
 		}
 	}
-	return fmt.Errorf("entrypoint %q: not found in the install trees (looked for %s)", ep, strings.Join(cands, ", "))
+	return fmt.Errorf("entrypoint %q: not found in the install trees or the host paths the image carries (looked for %s)", ep, strings.Join(cands, ", "))
 }
 
 // baseLayerSpec lays out the distroless-style base: the closure's host
@@ -453,7 +494,25 @@ func checkEntrypoint(fsys *imageFS, o Options) error {
 // unprivileged user 1000, its home, a world-writable sticky /tmp and the
 // model repository mount points /models and /mnt/models.
 func baseLayerSpec(c *closure) (*layerSpec, error) {
-	var entries []entry
+	passwd := []byte("root:x:0:0:root:/root:/sbin/nologin\ntriton:x:1000:1000:triton:/home/triton:/sbin/nologin\n")
+	group := []byte("root:x:0:\ntriton:x:1000:\n")
+	// These come first: finishEntries keeps the first of equal names, so
+	// host files below /tmp or /home/triton cannot turn these directories
+	// into plain ones, nor a host /etc/passwd replace the users.
+	entries := []entry{
+		{name: "etc", typ: tar.TypeDir, mode: 0o755},
+		{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, size: int64(len(passwd)), data: passwd},
+		{name: "etc/group", typ: tar.TypeReg, mode: 0o644, size: int64(len(group)), data: group},
+		{name: "home", typ: tar.TypeDir, mode: 0o755},
+		{name: "home/triton", typ: tar.TypeDir, mode: 0o755, uid: 1000, gid: 1000},
+		{name: "root", typ: tar.TypeDir, mode: 0o700},
+		{name: "tmp", typ: tar.TypeDir, mode: 0o1777},
+		// The model repository paths of Triton's guides and of KServe
+		// (which mounts the model at /mnt/models), there to mount over.
+		{name: "models", typ: tar.TypeDir, mode: 0o755},
+		{name: "mnt", typ: tar.TypeDir, mode: 0o755},
+		{name: "mnt/models", typ: tar.TypeDir, mode: 0o755},
+	}
 	for _, d := range c.dirs {
 		name := cleanImagePath(d)
 		entries = append(entries, parentDirs(name)...)
@@ -476,22 +535,6 @@ func baseLayerSpec(c *closure) (*layerSpec, error) {
 		entries = append(entries, parentDirs(name)...)
 		entries = append(entries, entry{name: name, typ: tar.TypeSymlink, mode: 0o777, link: l.target})
 	}
-	passwd := []byte("root:x:0:0:root:/root:/sbin/nologin\ntriton:x:1000:1000:triton:/home/triton:/sbin/nologin\n")
-	group := []byte("root:x:0:\ntriton:x:1000:\n")
-	entries = append(entries,
-		entry{name: "etc", typ: tar.TypeDir, mode: 0o755},
-		entry{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, size: int64(len(passwd)), data: passwd},
-		entry{name: "etc/group", typ: tar.TypeReg, mode: 0o644, size: int64(len(group)), data: group},
-		entry{name: "home", typ: tar.TypeDir, mode: 0o755},
-		entry{name: "home/triton", typ: tar.TypeDir, mode: 0o755, uid: 1000, gid: 1000},
-		entry{name: "root", typ: tar.TypeDir, mode: 0o700},
-		entry{name: "tmp", typ: tar.TypeDir, mode: 0o1777},
-		// The model repository paths of Triton's guides and of KServe
-		// (which mounts the model at /mnt/models), there to mount over.
-		entry{name: "models", typ: tar.TypeDir, mode: 0o755},
-		entry{name: "mnt", typ: tar.TypeDir, mode: 0o755},
-		entry{name: "mnt/models", typ: tar.TypeDir, mode: 0o755},
-	)
 	return &layerSpec{label: baseLayerLabel, entries: finishEntries(entries)}, nil
 }
 
@@ -525,6 +568,18 @@ func compose(o *Options, base *baseImage, specs []*layerSpec, layers []*fileLaye
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, diff)
 		sum.Layers = append(sum.Layers, LayerSummary{Name: fmt.Sprintf("base:%d", i), Digest: d, DiffID: diff, Size: size, UncompressedSize: base.usizes[i]})
 		sum.UncompressedSize += base.usizes[i]
+	}
+	// A rootfs tarball comes without a config, and some images carry no
+	// history: record their layers, so that the history entries line up
+	// with the layers for `docker history` and builders.
+	recorded := 0
+	for _, h := range cfg.History {
+		if !h.EmptyLayer {
+			recorded++
+		}
+	}
+	for ; recorded < len(base.layers); recorded++ {
+		cfg.History = append(cfg.History, v1.History{Created: v1.Time{Time: o.Epoch}, CreatedBy: "tritonbuild: base layer"})
 	}
 	for i, l := range layers {
 		adds = append(adds, mutate.Addendum{Layer: l})

@@ -18,10 +18,19 @@ type HostPackage struct {
 	Name, Version, Arch, Homepage string
 }
 
+// mergedUsrDirs are the top-level directories a merged-/usr system links
+// into /usr, and under which dpkg may still register files (dash owns
+// /bin/dash, found as /usr/bin/dash).
+var mergedUsrDirs = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// dpkgQueryArgBytes bounds the bytes of file names given to one dpkg-query
+// (Linux allows 2 MiB of arguments and environment by default).
+const dpkgQueryArgBytes = 256 << 10
+
 // hostPackages asks dpkg which packages own files. On hosts without dpkg it
 // returns nothing: the SBOM then lists the trees only, which is all it can
 // state truthfully. Files may be registered under their /lib alias on
-// merged-/usr systems, so both spellings are asked.
+// merged-/usr systems (/bin, /sbin, /lib...), so both spellings are asked.
 func hostPackages(ctx context.Context, files []string) ([]HostPackage, error) {
 	if len(files) == 0 {
 		return nil, nil
@@ -32,26 +41,42 @@ func hostPackages(ctx context.Context, files []string) ([]HostPackage, error) {
 	var queries []string
 	for _, f := range files {
 		queries = append(queries, f)
-		if rest, ok := strings.CutPrefix(f, "/usr/lib/"); ok {
-			queries = append(queries, "/lib/"+rest)
+		for _, d := range mergedUsrDirs {
+			if rest, ok := strings.CutPrefix(f, "/usr/"+d+"/"); ok {
+				queries = append(queries, "/"+d+"/"+rest)
+			}
 		}
 	}
 	// dpkg-query -S exits 1 when some pattern matches nothing; its stdout
-	// still lists the matches, so only a missing stdout is an error.
+	// still lists the matches, so only a missing stdout is an error. The
+	// queries go in batches: HostPaths can bring tens of thousands of
+	// files, more than one command line holds.
 	var out, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "dpkg-query", append([]string{"-S", "--"}, queries...)...)
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			return nil, fmt.Errorf("asking dpkg for the owners of the base libraries: %w: %s", err, stderr.String())
+	for len(queries) > 0 {
+		n, size := 0, 0
+		for n < len(queries) && (n == 0 || size+len(queries[n])+1 <= dpkgQueryArgBytes) {
+			size += len(queries[n]) + 1
+			n++
 		}
+		stderr.Reset()
+		cmd := exec.CommandContext(ctx, "dpkg-query", append([]string{"-S", "--"}, queries[:n]...)...)
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				return nil, fmt.Errorf("asking dpkg for the owners of the base libraries: %w: %s", err, stderr.String())
+			}
+		}
+		queries = queries[n:]
 	}
 	owners := map[string]bool{}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "diversion by") {
+		// Diversions are reported as "diversion by PKG from: PATH" and
+		// "local diversion from: PATH" (in English with LC_ALL=C).
+		if strings.HasPrefix(line, "diversion by") || strings.HasPrefix(line, "local diversion") {
 			continue
 		}
 		pkgs, _, ok := strings.Cut(line, ": ")
@@ -72,7 +97,7 @@ func hostPackages(ctx context.Context, files []string) ([]HostPackage, error) {
 	sort.Strings(names)
 	out.Reset()
 	stderr.Reset()
-	cmd = exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f", "${Package}\t${Version}\t${Architecture}\t${Homepage}\n", "--"}, names...)...)
+	cmd := exec.CommandContext(ctx, "dpkg-query", append([]string{"-W", "-f", "${Package}\t${Version}\t${Architecture}\t${Homepage}\n", "--"}, names...)...)
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("asking dpkg for package versions: %w: %s", err, stderr.String())

@@ -133,6 +133,15 @@ func entryFromInfo(hostPath, name string, info fs.FileInfo) (entry, error) {
 // path without leading slash). The prefix and its parents are included as
 // directories. The result is sorted and hard links are resolved.
 func walkDir(dir, prefix string) ([]entry, error) {
+	// filepath.WalkDir does not descend into a root that is a symlink:
+	// walk the directory it names instead of yielding an empty layer.
+	if st, err := os.Lstat(dir); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, fmt.Errorf("walking %s: %w", dir, err)
+		}
+		dir = real
+	}
 	var entries []entry
 	entries = append(entries, parentDirs(prefix+"/x")...)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
