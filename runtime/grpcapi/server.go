@@ -431,9 +431,10 @@ func (s *Server) streamAnswer(ctx context.Context, r *pb.ModelInferRequest) *pb.
 // does: a finished response waits for those of earlier requests. Its
 // queue holds at most the stream's in-flight requests.
 type streamOrder struct {
-	mu    sync.Mutex
-	queue []*orderedResponse // oldest first
-	send  func(*pb.ModelStreamInferResponse)
+	mu      sync.Mutex
+	queue   []*orderedResponse // oldest first
+	sending bool               // a deliver is sending the queue's head
+	send    func(*pb.ModelStreamInferResponse)
 }
 
 // orderedResponse is one request's place in a streamOrder.
@@ -454,18 +455,36 @@ func (o *streamOrder) reserve(sent func()) *orderedResponse {
 }
 
 // deliver gives r its response and sends every response that is now
-// first in line. Sending under the lock keeps the order between
-// deliverers; a decoupled model's responses do not wait for it.
+// first in line. One deliverer sends at a time, the others leave their
+// responses to it, so the order holds; the lock is not held while a send
+// waits for the client, so that the stream goes on reading requests.
 func (o *streamOrder) deliver(r *orderedResponse, msg *pb.ModelStreamInferResponse) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	r.msg, r.ready = msg, true
-	for len(o.queue) > 0 && o.queue[0].ready {
-		head := o.queue[0]
-		o.queue[0] = nil
-		o.queue = o.queue[1:]
-		o.send(head.msg)
-		head.sent()
+	if o.sending {
+		o.mu.Unlock()
+		return
+	}
+	o.sending = true
+	for {
+		n := 0
+		for n < len(o.queue) && o.queue[n].ready {
+			n++
+		}
+		if n == 0 {
+			o.sending = false
+			o.mu.Unlock()
+			return
+		}
+		heads := slices.Clone(o.queue[:n])
+		clear(o.queue[:n])
+		o.queue = o.queue[n:]
+		o.mu.Unlock()
+		for _, h := range heads {
+			o.send(h.msg)
+			h.sent()
+		}
+		o.mu.Lock()
 	}
 }
 
