@@ -69,6 +69,15 @@ func HTTPHealth(ok bool) int {
 
 // GRPCCode is the gRPC status code for err.
 func GRPCCode(err error) codes.Code {
+	// A call that ran out of its deadline answers DEADLINE_EXCEEDED, what
+	// the client sees when its own timer fires first: the server's timer
+	// (set from the grpc-timeout header) may fire first, and the client
+	// then got UNAVAILABLE. A cancelled context stays UNAVAILABLE: that is
+	// also the server shutting down, which clients retry.
+	var be *backend.Error
+	if !errors.As(err, &be) && errors.Is(err, context.DeadlineExceeded) {
+		return codes.DeadlineExceeded
+	}
 	switch Code(err) {
 	case backend.NotFound:
 		return codes.NotFound

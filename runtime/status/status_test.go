@@ -34,7 +34,9 @@ func TestMapping(t *testing.T) {
 		{backend.Errorf(backend.Internal, "model failed: %w", context.Canceled), 500, codes.Internal},
 		{backend.Errorf(backend.InvalidArg, "input: %w", backend.Errorf(backend.NotFound, "x")), 400, codes.InvalidArgument},
 		{context.Canceled, 503, codes.Unavailable},
-		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), 503, codes.Unavailable},
+		// A deadline is DEADLINE_EXCEEDED over gRPC, whichever side's timer
+		// fired first.
+		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), 503, codes.DeadlineExceeded},
 		{errors.New("plain"), 500, codes.Internal},
 	}
 	for _, c := range cases {
