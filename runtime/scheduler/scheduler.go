@@ -197,6 +197,10 @@ type Scheduler struct {
 	// running holds, per instance, the batch its worker is executing, so
 	// that Close can answer it when the instance does not return.
 	running []*slot
+	// carried counts the slots whose carry another worker may take
+	// (takeCarry): read before looking, so that a worker finding no work
+	// pays one atomic load when nothing is carried.
+	carried atomic.Int32
 
 	// open are the requests of a decoupled model that were executed and
 	// wait for their backend to finish them (see Stream).
@@ -224,8 +228,9 @@ type slot struct {
 	batch     []*job
 	abandoned bool
 	// carry is the queued request the worker keeps for its next batch
-	// while it executes this one (it did not fit); Close answers it with
-	// the batch when it abandons the batch.
+	// while it executes this one (it did not fit). A worker that frees up
+	// first takes it (takeCarry); Close answers it with the batch when it
+	// abandons the batch.
 	carry *job
 }
 
@@ -581,6 +586,10 @@ func (s *Scheduler) next(mine chan *job) *job {
 	// What is queued while a batch gathers is that batch's; the worker
 	// that closes it wakes an idle one for what it leaves (work).
 	if !s.isGathering() {
+		// A request another worker carries came before anything queued.
+		if j := s.takeCarry(); j != nil {
+			return j
+		}
 		if j := s.tryPop(); j != nil {
 			return j
 		}
@@ -698,7 +707,8 @@ func (s *Scheduler) endGather(i int) {
 // next batch at once for any free instance: in lazy mode requests join
 // the gathering batch through the queue even while instances are idle,
 // and kept by this worker, j would wait for its execution. It reports
-// false, the job staying with this worker, when none is idle.
+// false, the job staying with this worker (where the first worker to
+// free up takes it, takeCarry), when none is idle.
 func (s *Scheduler) handOn(j *job) bool {
 	s.queued.Add(1) // the worker it goes to takes it again (take)
 	if s.handoff(j) {
@@ -706,6 +716,42 @@ func (s *Scheduler) handOn(j *job) bool {
 	}
 	s.queued.Add(-1)
 	return false
+}
+
+// takeCarry takes a request another worker carries for its next batch
+// while it executes (nil if none), counted queued again for the take the
+// caller does, as handOn's.
+func (s *Scheduler) takeCarry() *job {
+	if s.carried.Load() <= 0 {
+		return nil
+	}
+	for _, run := range s.running {
+		run.mu.Lock()
+		j := run.carry
+		if j != nil {
+			run.carry = nil
+			s.carried.Add(-1)
+		}
+		run.mu.Unlock()
+		if j != nil {
+			s.queued.Add(1)
+			return j
+		}
+	}
+	return nil
+}
+
+// reclaim takes back the request run's worker left for its next batch
+// while it executed; nil when another worker took it meanwhile.
+func (s *Scheduler) reclaim(run *slot) *job {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	j := run.carry
+	if j != nil {
+		run.carry = nil
+		s.carried.Add(-1)
+	}
+	return j
 }
 
 // isGathering reports whether a worker waits, in lazy mode, to fill a
@@ -911,7 +957,7 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		if run.limit != nil && s.preferred != nil && carry == nil {
 			batch, rows, carry, held = s.awaitResources(i, run.limit, batch, rows)
 		}
-		if carry != nil && s.lazy && s.handOn(carry) {
+		if carry != nil && s.handOn(carry) {
 			carry = nil
 		}
 		// Claim the batch: a request whose timeout ended while the batch
@@ -938,7 +984,10 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 			reqs = append(reqs, j.req)
 		}
 		if carry != nil {
+			// Left where a worker that frees up before this one takes it:
+			// under Triton the request stays queued for any instance.
 			run.mu.Lock()
+			s.carried.Add(1)
 			run.carry = carry
 			run.mu.Unlock()
 		}
@@ -946,9 +995,7 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 			return // Close gave up on this instance and answered the batch and carry
 		}
 		if carry != nil {
-			run.mu.Lock()
-			run.carry = nil
-			run.mu.Unlock()
+			carry = s.reclaim(run) // nil when another worker took it
 		}
 		clear(batch)
 		clear(reqs)
@@ -1334,6 +1381,9 @@ func (s *Scheduler) waitWorkers(ctx context.Context) []bool {
 			run.abandoned = true
 			run.batch = nil
 			carry, run.carry = run.carry, nil
+			if carry != nil {
+				s.carried.Add(-1)
+			}
 			stuck[i] = true
 		}
 		run.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,5 +61,112 @@ func TestUnloadAnswersTheRequestAStuckInstanceCarried(t *testing.T) {
 	}
 	if p := s.pending.Load(); p != 0 {
 		t.Errorf("%d requests still pending after both were answered", p)
+	}
+}
+
+// heldBatches holds its first executions, each until the test releases
+// it (by the order they started), and runs the rest at once.
+type heldBatches struct {
+	mu      sync.Mutex
+	gates   []chan struct{}
+	n       int
+	started chan int // the rows of each held execution, as it starts
+}
+
+func (b *heldBatches) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return b, nil
+}
+
+func (b *heldBatches) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	b.mu.Lock()
+	var gate chan struct{}
+	if b.n < len(b.gates) {
+		gate = b.gates[b.n]
+	}
+	b.n++
+	b.mu.Unlock()
+	if gate != nil {
+		rows := 0
+		for _, r := range reqs {
+			rows += int(r.Inputs[0].Shape[0])
+		}
+		b.started <- rows
+		<-gate
+	}
+	return emptyResponses(len(reqs)), nil
+}
+
+func (b *heldBatches) Close() error { return nil }
+
+// TestCarriedRequestGoesToTheInstanceThatFreesUpFirst: a request that
+// did not fit the batch its worker closed, with no idle instance then,
+// starts the next batch on whichever instance frees up first, as it would
+// from Triton's queue; it used to wait for the worker that closed the
+// batch to finish executing it. Here x (4 rows) holds instance 1, a (3)
+// gathers and executes on instance 2, b (2) did not fit a: when x's
+// execution ends, b and c (2) are one batch on instance 1 while a's is
+// still held.
+func TestCarriedRequestGoesToTheInstanceThatFreesUpFirst(t *testing.T) {
+	be := &heldBatches{gates: []chan struct{}{make(chan struct{}), make(chan struct{})}, started: make(chan int, 4)}
+	s, err := New(context.Background(), be, linearSpec("c", 4, nil), Config{
+		Name: "c", MaxBatchSize: 4, Instances: 2,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{4}, MaxQueueDelay: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	released := 0
+	defer func() {
+		for _, g := range be.gates[released:] {
+			close(g)
+		}
+	}()
+	send := func(rows int) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Infer(context.Background(), rowsRequest(rows, 1))
+			done <- err
+		}()
+		return done
+	}
+	started := func(want int) {
+		t.Helper()
+		select {
+		case rows := <-be.started:
+			if rows != want {
+				t.Fatalf("a held execution of %d rows started, want %d", rows, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no execution of %d rows started in 10 s", want)
+		}
+	}
+	x := send(4)
+	started(4)
+	send(3)
+	for !s.isGathering() {
+		time.Sleep(time.Millisecond)
+	}
+	b := send(2)
+	started(3) // a executes alone: b did not fit, and no instance is idle
+	if q := s.Queued(); q != 0 {
+		t.Fatalf("%d requests queued, want b carried by a's worker", q)
+	}
+	close(be.gates[0]) // x's instance frees up first
+	released = 1
+	if err := <-x; err != nil {
+		t.Fatal(err)
+	}
+	c := send(2)
+	timeout := time.After(10 * time.Second)
+	for name, done := range map[string]chan error{"b": b, "c": c} {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		case <-timeout:
+			t.Fatalf("%s not answered in 10 s while a's batch executes: b waits for the instance that closed a's batch, not the one that freed up", name)
+		}
 	}
 }
