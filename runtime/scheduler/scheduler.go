@@ -774,6 +774,14 @@ func (s *Scheduler) queuedAhead() int {
 	return int(s.queued.Load())
 }
 
+// late reports whether a batch whose oldest request has waited until
+// deadline (its queue delay) is past it: Triton's batcher then sends what
+// is queued, up to max_batch_size, instead of stopping at the largest
+// preferred size, so that a model falling behind runs larger batches.
+func (s *Scheduler) late(deadline time.Time) bool {
+	return !time.Now().Before(deadline)
+}
+
 // nextPreferred is the smallest preferred batch size above rows, or
 // topRows past the largest.
 func (s *Scheduler) nextPreferred(rows int) int {
@@ -907,10 +915,13 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 		}
 		batch = append(batch[:0], first)
 		rows := first.rows
-		if s.preferred != nil && rows < s.topRows {
-			deadline := first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
+		var deadline time.Time
+		if s.preferred != nil {
+			deadline = first.start.Add(s.cfg.Dynamic.MaxQueueDelay)
+		}
+		if s.preferred != nil && (rows < s.topRows || rows < maxRows && s.late(deadline)) {
 		gather:
-			for rows < s.topRows {
+			for rows < s.topRows || rows < maxRows && s.late(deadline) {
 				if s.preferred[rows] && rows+s.queuedAhead() < s.nextPreferred(rows) && time.Until(deadline) > 0 {
 					// As Triton's batcher does, the largest preferred size
 					// the queue reaches goes at once: the requests queued
@@ -944,7 +955,7 @@ func (s *Scheduler) work(inst backend.Instance, i int, mine chan *job, run *slot
 				if !s.take(j) {
 					continue
 				}
-				if rows+j.rows > s.topRows || !s.sameShapes(first.req, j.req) {
+				if rows+j.rows > s.topRows && (rows+j.rows > maxRows || !s.late(deadline)) || !s.sameShapes(first.req, j.req) {
 					carry = j
 					break gather
 				}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,11 +66,13 @@ func TestUnloadAnswersTheRequestAStuckInstanceCarried(t *testing.T) {
 }
 
 // heldBatches holds its first executions, each until the test releases
-// it (by the order they started), and runs the rest at once.
+// it (by the order they started), and runs the rest at once; it records
+// the rows of every execution.
 type heldBatches struct {
 	mu      sync.Mutex
 	gates   []chan struct{}
 	n       int
+	rows    []int
 	started chan int // the rows of each held execution, as it starts
 }
 
@@ -78,18 +81,19 @@ func (b *heldBatches) NewInstance(context.Context, *backend.ModelSpec, int) (bac
 }
 
 func (b *heldBatches) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	rows := 0
+	for _, r := range reqs {
+		rows += int(r.Inputs[0].Shape[0])
+	}
 	b.mu.Lock()
 	var gate chan struct{}
 	if b.n < len(b.gates) {
 		gate = b.gates[b.n]
 	}
 	b.n++
+	b.rows = append(b.rows, rows)
 	b.mu.Unlock()
 	if gate != nil {
-		rows := 0
-		for _, r := range reqs {
-			rows += int(r.Inputs[0].Shape[0])
-		}
 		b.started <- rows
 		<-gate
 	}
@@ -168,5 +172,49 @@ func TestCarriedRequestGoesToTheInstanceThatFreesUpFirst(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("%s not answered in 10 s while a's batch executes: b waits for the instance that closed a's batch, not the one that freed up", name)
 		}
+	}
+}
+
+// TestLateBatchGrowsToMaxBatchSize: once the oldest request of a batch has
+// waited past max_queue_delay, Triton's batcher sends what is queued up to
+// max_batch_size rather than stopping at the largest preferred size, so a
+// model that falls behind runs larger batches. Six one-row requests queue
+// behind a held execution (preferred [2], max 8, 20 ms delay) for longer
+// than the delay: they are one batch of 6, not three of 2.
+func TestLateBatchGrowsToMaxBatchSize(t *testing.T) {
+	be := &heldBatches{gates: []chan struct{}{make(chan struct{})}, started: make(chan int, 1)}
+	s, err := New(context.Background(), be, linearSpec("late", 8, nil), Config{
+		Name: "late", MaxBatchSize: 8, Instances: 1,
+		Dynamic: &Dynamic{PreferredBatchSizes: []int{2}, MaxQueueDelay: 20 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	infer := func(rows int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Infer(context.Background(), rowsRequest(rows, 1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	infer(2) // a preferred size: executes at once, and is held
+	<-be.started
+	for range 6 {
+		infer(1)
+	}
+	for s.Queued() < 6 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(40 * time.Millisecond) // past the delay
+	close(be.gates[0])
+	wg.Wait()
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if !slices.Equal(be.rows, []int{2, 6}) {
+		t.Errorf("executions of %v rows, want [2 6]: the six requests that waited past the delay go as one batch up to max_batch_size", be.rows)
 	}
 }
