@@ -157,7 +157,9 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 		t := &req.Inputs[i]
 		t.Name, t.DataType, t.Shape = in.Name, in.Datatype, in.Shape
-		hasData := len(in.Data) > 0 && string(in.Data) != "null"
+		// A "data" member counts whatever its value (null too), as
+		// Triton's Find("data") does.
+		hasData := len(in.Data) > 0
 		ref, inShm, err := in.Parameters.ref("input", in.Name)
 		if err != nil {
 			return nil, nil, err
@@ -179,7 +181,17 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 				return nil, nil, backend.Errorf(backend.InvalidArg, "unexpected end of binary data for input '%s': it needs %d bytes, %d remain", in.Name, *sz, len(tail))
 			}
 			t.Data, tail = tail[:*sz:*sz], tail[*sz:]
+		case hasData && n == 0:
+			// Triton reads no data for an input without elements,
+			// whatever the member holds.
+			t.Data = []byte{}
 		case hasData:
+			if in.Data[0] != '[' {
+				// Triton reads "data" as an array (MemberAsArray) before its
+				// elements: a lone value is its JSON library's error, an
+				// INTERNAL one, behind "Unable to parse 'data'".
+				return nil, nil, backend.Errorf(backend.Internal, "Unable to parse 'data': attempt to access JSON non-array as array")
+			}
 			data, err := decodeData(in.Data, in.Datatype, n, in.Name)
 			if err != nil {
 				return nil, nil, err

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,91 @@ parameters { key: "fake_delay_us" value { string_value: "3000000" } }
 	}
 	if r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":"soon"`), nil); r.StatusCode != 400 || !strings.Contains(string(b), "parameter 'timeout' must be an integer") {
 		t.Errorf("a string timeout: %d %s", r.StatusCode, b)
+	}
+}
+
+// halfModel copies each of its optional inputs (INT32, FP16, BF16, any
+// length) to the output of the same position.
+const halfModel = `backend: "fake"
+max_batch_size: 0
+input [
+  { name: "X" data_type: TYPE_INT32 dims: [-1] optional: true },
+  { name: "H" data_type: TYPE_FP16 dims: [-1] optional: true },
+  { name: "G" data_type: TYPE_BF16 dims: [-1] optional: true }
+]
+output [
+  { name: "X_OUT" data_type: TYPE_INT32 dims: [-1] },
+  { name: "H_OUT" data_type: TYPE_FP16 dims: [-1] },
+  { name: "G_OUT" data_type: TYPE_BF16 dims: [-1] }
+]
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`
+
+// TestJSONHalfPrecision: FP16 and BF16 have no JSON spelling. Triton's
+// http_server.cc refuses them as JSON input data (ReadDataFromJson) and
+// as JSON output data (WriteDataToJson), 400 with its words; as binary
+// data both ways they are served.
+func TestJSONHalfPrecision(t *testing.T) {
+	e := newEnv(t, map[string]string{"half": halfModel}, 0)
+	errBody := func(msg string) string { return `{"error":"` + msg + `"}` }
+	for _, dt := range []string{"FP16", "BF16"} {
+		name := map[string]string{"FP16": "H", "BF16": "G"}[dt]
+		r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"inputs":[{"name":"`+name+`","shape":[2],"datatype":"`+dt+`","data":[1.5,2]}]}`), nil)
+		if want := errBody("receiving " + dt + " data via JSON is not supported. Please use the binary data format for input " + name); r.StatusCode != 400 || string(b) != want {
+			t.Errorf("%s input as JSON: %d %s, want 400 %s", dt, r.StatusCode, b, want)
+		}
+
+		// 1.5 and 2 in the type's 16 bits.
+		data := map[string][]byte{"FP16": {0x00, 0x3e, 0x00, 0x40}, "BF16": {0xc0, 0x3f, 0x00, 0x40}}[dt]
+		in := `{"name":"` + name + `","shape":[2],"datatype":"` + dt + `","parameters":{"binary_data_size":4}}`
+		refused := errBody("sending " + dt + " data via JSON is not supported. Please use the binary data format for output")
+		for _, c := range []struct{ what, rest string }{
+			{"output not named, JSON by default", ``},
+			{"output named, JSON by default", `,"outputs":[{"name":"` + name + `_OUT"}]`},
+			{"output named with binary_data false", `,"parameters":{"binary_data_output":true},"outputs":[{"name":"` + name + `_OUT","parameters":{"binary_data":false}}]`},
+		} {
+			body, h := binaryBody(`{"inputs":[`+in+`]`+c.rest+`}`, data)
+			if r, b := e.do(t, "POST", "/v2/models/half/infer", body, h); r.StatusCode != 400 || string(b) != refused {
+				t.Errorf("%s, %s: %d %s, want 400 %s", dt, c.what, r.StatusCode, b, refused)
+			}
+		}
+		body, h := binaryBody(`{"parameters":{"binary_data_output":true},"inputs":[`+in+`]}`, data)
+		r, b = e.do(t, "POST", "/v2/models/half/infer", body, h)
+		n, _ := strconv.Atoi(r.Header.Get(HeaderLength))
+		if r.StatusCode != 200 || n <= 0 || n > len(b) || !bytes.Equal(b[n:], data) {
+			t.Errorf("%s output as binary data: %d %q", dt, r.StatusCode, b)
+		}
+	}
+}
+
+// TestJSONDataNotArray: Triton reads an input's "data" member as an array
+// (http_server.cc: MemberAsArray("data") behind "Unable to parse 'data'")
+// and refuses anything else, null included, with its JSON library's
+// INTERNAL error; an input with no elements has no data read at all.
+func TestJSONDataNotArray(t *testing.T) {
+	e := newEnv(t, map[string]string{"half": halfModel}, 0)
+	const want = `{"error":"Unable to parse 'data': attempt to access JSON non-array as array"}`
+	for _, data := range []string{`5`, `"5"`, `null`, `{"a":5}`, `true`} {
+		r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"inputs":[{"name":"X","shape":[1],"datatype":"INT32","data":`+data+`}]}`), nil)
+		if r.StatusCode != 500 || string(b) != want {
+			t.Errorf(`"data": %s: %d %s, want 500 %s`, data, r.StatusCode, b, want)
+		}
+	}
+	// The same value in an array is served.
+	r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"inputs":[{"name":"X","shape":[1],"datatype":"INT32","data":[5]}]}`), nil)
+	if r.StatusCode != 200 || !strings.Contains(string(b), `"data":[5]`) {
+		t.Errorf(`"data": [5]: %d %s`, r.StatusCode, b)
+	}
+	// No elements: whatever "data" holds is not read.
+	for _, data := range []string{`5`, `[1,2]`, `null`} {
+		r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"inputs":[{"name":"X","shape":[0],"datatype":"INT32","data":`+data+`}]}`), nil)
+		if r.StatusCode != 200 || !strings.Contains(string(b), `"shape":[0],"data":[]`) {
+			t.Errorf(`shape [0] with "data": %s: %d %s`, data, r.StatusCode, b)
+		}
+	}
+	// "data": null beside binary data is data given twice.
+	body, h := binaryBody(`{"inputs":[{"name":"X","shape":[1],"datatype":"INT32","data":null,"parameters":{"binary_data_size":4}}]}`, []byte{5, 0, 0, 0})
+	if r, b := e.do(t, "POST", "/v2/models/half/infer", body, h); r.StatusCode != 400 {
+		t.Errorf(`"data": null with binary_data_size: %d %s`, r.StatusCode, b)
 	}
 }

@@ -112,18 +112,20 @@ func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *re
 }
 
 // generateStream answers .../generate_stream: every response as one
-// event; errors after the first event are error events (the status is
-// already sent), errors before any answer a JSON error as usual.
+// event, an error response as an error event. As in Triton, the first
+// event sets the status (an error's own, 200 otherwise), so that an error
+// after it leaves the status 200; errors before any response answer a
+// JSON error as usual.
 func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repository.Model, version int64, req *backend.Request, start time.Time) {
 	started := false
 	flusher, _ := w.(http.Flusher)
-	event := func(data []byte) {
+	event := func(code int, data []byte) {
 		if !started {
 			started = true
 			h := w.Header()
 			h.Set("Content-Type", "text/event-stream; charset=utf-8")
 			h.Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(code)
 		}
 		_, _ = w.Write([]byte("data: "))
 		_, _ = w.Write(data)
@@ -133,7 +135,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 		}
 	}
 	errEvent := func(err error) {
-		event(append(append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...), '}'))
+		event(status.HTTPStatus(err), append(append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...), '}'))
 	}
 	if !m.Decoupled() {
 		m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
@@ -143,10 +145,12 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 		}
 		b, err := generatedJSON(m, resp)
 		if err != nil {
-			writeError(w, err)
+			// The response could not be rendered (an FP16 output, say):
+			// Triton answers it in the stream, as its first event.
+			errEvent(err)
 			return
 		}
-		event(b)
+		event(http.StatusOK, b)
 		return
 	}
 	_, err := s.mgr.InferStream(r.Context(), m, version, req, start, func(resp *backend.Response, _ bool) error {
@@ -160,7 +164,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 				errEvent(err)
 				return nil
 			}
-			event(b)
+			event(http.StatusOK, b)
 		}
 		return nil
 	})
@@ -193,6 +197,9 @@ func generatedJSON(m *repository.Model, resp *backend.Response) ([]byte, error) 
 	b = append(b, '"')
 	for i := range resp.Outputs {
 		t := &resp.Outputs[i]
+		if err := refuseJSONOutput(t); err != nil {
+			return nil, err
+		}
 		b = append(b, ',')
 		b = appendJSONString(b, []byte(t.Name))
 		b = append(b, ':')
@@ -265,14 +272,30 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 		req.Inputs = append(req.Inputs, backend.Tensor{Name: name, DataType: spec.DataType, Shape: shape, Data: data})
 	}
 	if len(params) > 0 {
-		req.Parameters = modelParameters(params)
 		seq, err := repository.SequenceParameters(params)
 		if err != nil {
 			return nil, err
 		}
 		req.Sequence = seq
+		req.Parameters = generateParameters(params)
 	}
 	return req, nil
+}
+
+// generateParameters are the parameters of a generate request for the
+// model. Triton's generate conversion (http_server.cc, ExactMappingInput)
+// applies none of them: priority, timeout and the rest reach the model as
+// they are, and the request keeps the model's default priority and
+// timeout. Only the sequence ones are left out, which this server applies
+// so that stateful models are served over generate too.
+func generateParameters(all map[string]any) map[string]any {
+	for _, k := range []string{"sequence_id", "sequence_start", "sequence_end"} {
+		delete(all, k)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
 }
 
 // jsonShape is the shape of a JSON value: [1] for a scalar, the lengths

@@ -212,10 +212,89 @@ output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
 	e := serveRepo(t, repo, Options{Manager: repo.Manager})
 	resp, body := e.do(t, "POST", "/v2/models/patherr/generate_stream", []byte(`{"IN": [1]}`), nil)
 	evs := sseEvents(t, body)
-	if resp.StatusCode != 200 || len(evs) != 1 {
+	// The error is the first event, so its code (INTERNAL) is the status.
+	if resp.StatusCode != 500 || len(evs) != 1 {
 		t.Fatalf("generate_stream: %d %s", resp.StatusCode, body)
 	}
 	if msg := fmt.Sprint(evs[0]["error"]); strings.Contains(msg, secret) || !strings.Contains(msg, ".../weights.bin") {
 		t.Errorf("error event %q names the server path", msg)
+	}
+}
+
+// halfOutBackend answers every request with one FP16 output OUT, [1.5].
+type halfOutBackend struct{}
+
+func (b halfOutBackend) NewInstance(context.Context, *backend.ModelSpec, int) (backend.Instance, error) {
+	return b, nil
+}
+
+func (halfOutBackend) Execute(_ context.Context, reqs []*backend.Request) ([]*backend.Response, error) {
+	out := make([]*backend.Response, len(reqs))
+	for i := range reqs {
+		out[i] = &backend.Response{Outputs: []backend.Tensor{{Name: "OUT", DataType: backend.FP16, Shape: []int64{1}, Data: []byte{0x00, 0x3e}}}}
+	}
+	return out, nil
+}
+
+func (halfOutBackend) Close() error { return nil }
+
+// TestGenerateHalfPrecision: generate renders outputs as JSON, so an FP16
+// output is refused as Triton refuses it (WriteDataToJson's words, 400):
+// generate answers the error, generate_stream sends it as its first
+// event under the error's status. An FP16 member of the request is
+// refused as on /infer; other members may be lone values.
+func TestGenerateHalfPrecision(t *testing.T) {
+	repo := frontendtest.NewRepo(t, map[string]string{"half": halfModel, "halfout": `backend: "halfout"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_INT32 dims: [-1] }]
+output [{ name: "OUT" data_type: TYPE_FP16 dims: [1] }]
+`}, func(o *repository.Options) { o.Backends["halfout"] = halfOutBackend{} })
+	e := serveRepo(t, repo, Options{Manager: repo.Manager})
+	const refused = `{"error":"sending FP16 data via JSON is not supported. Please use the binary data format for output"}`
+	resp, body := e.do(t, "POST", "/v2/models/halfout/generate", []byte(`{"IN": [1]}`), nil)
+	if resp.StatusCode != 400 || string(body) != refused || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("generate with an FP16 output: %d %s %s, want 400 %s", resp.StatusCode, resp.Header.Get("Content-Type"), body, refused)
+	}
+	resp, body = e.do(t, "POST", "/v2/models/halfout/generate_stream", []byte(`{"IN": [1]}`), nil)
+	if resp.StatusCode != 400 || string(body) != "data: "+refused+"\n\n" || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Errorf("generate_stream with an FP16 output: %d %s %q, want 400 with the event %s", resp.StatusCode, resp.Header.Get("Content-Type"), body, refused)
+	}
+
+	const receiving = `{"error":"receiving FP16 data via JSON is not supported. Please use the binary data format for input H"}`
+	if resp, body = e.do(t, "POST", "/v2/models/half/generate", []byte(`{"H": 1.5}`), nil); resp.StatusCode != 400 || string(body) != receiving {
+		t.Errorf("generate with an FP16 member: %d %s, want 400 %s", resp.StatusCode, body, receiving)
+	}
+	if resp, body = e.do(t, "POST", "/v2/models/half/generate", []byte(`{"X": 5}`), nil); resp.StatusCode != 200 || string(body) != `{"model_name":"half","model_version":"2","X_OUT":5}` {
+		t.Errorf("generate with a lone INT32 value: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestGeneratePriorityTimeoutAreParameters: Triton's generate conversion
+// sets no priority or timeout (http_server.cc, ExactMappingInput): a
+// member or parameter named priority or timeout is a parameter for the
+// model like any other, and the request keeps the defaults. The
+// sequence parameters are the ones this server applies.
+func TestGeneratePriorityTimeoutAreParameters(t *testing.T) {
+	m, err := frontendtest.NewRepo(t, map[string]string{"echo": frontendtest.Echo}).Manager.Get("echo", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"IN": "x", "priority": 2, "timeout": 5000, "sequence_id": 7}`,
+		`{"IN": "x", "parameters": {"priority": 2, "timeout": 5000, "sequence_id": 7}}`,
+	} {
+		req, err := generateRequest([]byte(body), m)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if req.Priority != 0 || req.Timeout != 0 {
+			t.Errorf("%s: priority %d and timeout %v applied", body, req.Priority, req.Timeout)
+		}
+		if req.Parameters["priority"] != int64(2) || req.Parameters["timeout"] != int64(5000) {
+			t.Errorf("%s: the model's parameters are %v", body, req.Parameters)
+		}
+		if _, ok := req.Parameters["sequence_id"]; ok || req.Sequence.ID != 7 {
+			t.Errorf("%s: sequence id %d, parameters %v", body, req.Sequence.ID, req.Parameters)
+		}
 	}
 }

@@ -762,6 +762,15 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, m *repository.Model, 
 			binary = append(binary, req.Parameters.BinaryDataOutput)
 		}
 	}
+	for i, t := range selected {
+		if binary[i] || (shm != nil && shm[i] != nil) {
+			continue
+		}
+		if err := refuseJSONOutput(t); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	if err := checkRendered(m, req, resp, selected, binary); err != nil {
 		writeError(w, err)
 		return

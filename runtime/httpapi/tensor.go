@@ -13,13 +13,15 @@ import (
 )
 
 // decodeData converts a JSON "data" value (a flat or nested array of
-// numbers, booleans or strings) into the little-endian tensor encoding,
-// checking that it holds exactly n elements. It scans the bytes directly
-// instead of going through []any.
+// numbers, booleans or strings, or one such element) into the
+// little-endian tensor encoding, checking that it holds exactly n
+// elements. It scans the bytes directly instead of going through []any.
 func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, error) {
 	size := int64(dt.Size())
 	if dt == backend.FP16 || dt == backend.BF16 {
-		return nil, backend.Errorf(backend.InvalidArg, "input '%s': datatype %s is only accepted as binary data", name, dt)
+		// JSON has no half-precision numbers: Triton's http_server.cc
+		// (ReadDataFromJson) refuses them with these words.
+		return nil, backend.Errorf(backend.InvalidArg, "receiving %s data via JSON is not supported. Please use the binary data format for input %s", dt, name)
 	}
 	var out []byte
 	if dt != backend.Bytes {
@@ -141,8 +143,21 @@ func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
 	return nil, tokenError("unsupported datatype " + string(dt))
 }
 
+// refuseJSONOutput is Triton's refusal (http_server.cc, WriteDataToJson)
+// of an output that would be sent as JSON numbers but has no JSON
+// spelling: FP16 and BF16 go only as binary data (or shared memory). nil
+// for every other datatype.
+func refuseJSONOutput(t *backend.Tensor) error {
+	if t.DataType == backend.FP16 || t.DataType == backend.BF16 {
+		return backend.Errorf(backend.InvalidArg, "sending %s data via JSON is not supported. Please use the binary data format for output", t.DataType)
+	}
+	return nil
+}
+
 // appendData renders tensor data as a flat JSON array (Triton's responses
 // use flat arrays). ok is false when the data does not match its type.
+// FP16 and BF16 have no JSON spelling: callers refuse them first
+// (refuseJSONOutput), and any of their elements here is not ok.
 func appendData(b []byte, t *backend.Tensor) ([]byte, bool) {
 	b = append(b, '[')
 	d := t.Data
@@ -179,10 +194,6 @@ func appendData(b []byte, t *backend.Tensor) ([]byte, bool) {
 			b = appendFloat(b, float64(math.Float32frombits(binary.LittleEndian.Uint32(d))), 32)
 		case backend.FP64:
 			b = appendFloat(b, math.Float64frombits(binary.LittleEndian.Uint64(d)), 64)
-		case backend.FP16:
-			b = appendFloat(b, float64(halfToFloat(binary.LittleEndian.Uint16(d))), 32)
-		case backend.BF16:
-			b = appendFloat(b, float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(d))<<16)), 32)
 		case backend.Bytes:
 			if len(d) < 4 {
 				return b, false
@@ -221,7 +232,7 @@ func jsonBound(t *backend.Tensor) int64 {
 		per = 12
 	case backend.Uint64, backend.Int64:
 		per = 21
-	case backend.FP16, backend.BF16, backend.FP32:
+	case backend.FP32:
 		per = 17 // "-1.1754944e-38" or a quoted "NaN", and a comma
 	case backend.FP64:
 		per = 25
@@ -238,25 +249,6 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 		return strconv.AppendQuote(b, strconv.FormatFloat(f, 'g', -1, bits))
 	}
 	return strconv.AppendFloat(b, f, 'g', -1, bits)
-}
-
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h & 0x3ff)
-	switch {
-	case exp == 0 && frac == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		f := float32(frac) / 1024 / 16384
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	case exp == 31:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
 }
 
 const hexDigits = "0123456789abcdef"
