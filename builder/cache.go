@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -121,7 +120,7 @@ func (e *Executor) pull(ctx context.Context, n *Node) error {
 	start := time.Now()
 	staging := e.Store.StagingDir(n.Key())
 	// A leftover belongs to a killed attempt: we hold the lock.
-	if err := os.RemoveAll(staging); err != nil {
+	if err := store.RemoveTree(staging); err != nil {
 		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
 	}
 	m, err := e.Cache.Pull(ctx, n.Hash, staging)
@@ -132,14 +131,14 @@ func (e *Executor) pull(ctx context.Context, n *Node) error {
 	from := m.StoreRoot
 	m, stuck, err := store.RelocateStoreTree(filepath.Join(staging, "tree"), m, e.Store.Root)
 	if err != nil {
-		os.RemoveAll(staging)
+		_ = store.RemoveTree(staging) // the relocation's error is the one to report
 		return fmt.Errorf("%s %s: relocating from store %s: %w", n.Name, n.Version, from, err)
 	}
 	if len(stuck) > 0 {
 		e.printf("    warning: %s %s was built for store %s; %d binary file(s) still name it: %s\n", n.Name, n.Version, from, len(stuck), strings.Join(stuck, ", "))
 	}
 	if err := e.Store.Commit(n.Key(), staging, m); err != nil {
-		os.RemoveAll(staging)
+		_ = store.RemoveTree(staging) // the commit's error is the one to report
 		return fmt.Errorf("%s %s: binary cache %s: %w", n.Name, n.Version, e.Cache, err)
 	}
 	n.Status, n.Reason = StatusCached, "pulled from "+e.Cache.String()
@@ -149,17 +148,18 @@ func (e *Executor) pull(ctx context.Context, n *Node) error {
 }
 
 // Push uploads the tree of every node among nodes that is in the store
-// and not yet in the cache. It returns the number of trees uploaded.
+// and not yet in the cache, each under the node's shared lock. It returns
+// the number of trees uploaded.
 func (e *Executor) Push(ctx context.Context, nodes []*Node) (int, error) {
 	if e.Cache == nil {
 		return 0, errors.New("push: the executor has no binary cache")
 	}
 	pushed := 0
 	for _, n := range nodes {
-		if n.Status == StatusExternal || !e.Store.Has(n.Key()) {
+		if n.Status == StatusExternal {
 			continue
 		}
-		ok, err := e.push(ctx, n)
+		ok, err := e.lockedPush(ctx, n)
 		if err != nil {
 			return pushed, err
 		}
@@ -170,7 +170,28 @@ func (e *Executor) Push(ctx context.Context, nodes []*Node) (int, error) {
 	return pushed, nil
 }
 
-// push uploads one committed node unless the cache has it.
+// lockedPush is push of a node whose lock the caller does not hold: it
+// takes the node's lock shared for the whole upload, so that a forced
+// rebuild or gc (which take it exclusively) cannot replace or remove the
+// tree while it is read, and pushes nothing when the node is not in the
+// store (any more: gc may have taken it since the plan was made).
+func (e *Executor) lockedPush(ctx context.Context, n *Node) (bool, error) {
+	unlock, err := e.Store.LockShared(ctx, n.Key(), func() {
+		e.printf("==> %s %s: waiting to push it until another tritonbuild process, which holds its store lock (%s), is done\n", n.Name, n.Version, filepath.Join(e.Store.Root, "locks"))
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s %s: pushing to binary cache %s: %w", n.Name, n.Version, e.Cache, err)
+	}
+	defer unlock()
+	if !e.Store.Has(n.Key()) {
+		return false, nil
+	}
+	return e.push(ctx, n)
+}
+
+// push uploads one committed node unless the cache has it. The caller
+// holds the node's lock, exclusive (the build that committed it) or
+// shared (lockedPush).
 func (e *Executor) push(ctx context.Context, n *Node) (bool, error) {
 	start := time.Now()
 	ref, size, err := e.Cache.Push(ctx, e.Store.NodeDir(n.Key()))

@@ -137,7 +137,9 @@ var ErrStopped = errors.New("stopped early as asked")
 // node is pulled from the Cache instead, under the same lock a build takes,
 // and built when the cache's copy is refused. With a Cache every tree the
 // store holds (built now or before) is pushed to it unless
-// Settings.Cache.NoPush or the build stops early (Until, Targets).
+// Settings.Cache.NoPush or the build stops early (Until, Targets): a tree
+// built now under the lock its build holds, one built before under the
+// node's shared lock.
 func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
 	e.stats = runStats{}
 	for _, n := range nodes {
@@ -151,7 +153,7 @@ func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
 			}
 		case StatusCached:
 			if e.pushing() {
-				if _, err := e.push(ctx, n); err != nil {
+				if _, err := e.lockedPush(ctx, n); err != nil {
 					return err
 				}
 			}
@@ -202,11 +204,15 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 		return err
 	}
 	defer unlock()
-	// A failed attempt leaves no staging dir behind (its work dir stays,
-	// so that the next attempt resumes; `tritonbuild gc` removes those).
+	// No attempt leaves its staging dir behind: a commit renames it away,
+	// and a failed attempt or one that stops early on purpose (--until,
+	// --target) removes it, DESTDIR and all. The dir is the lock holder's
+	// alone, so this removes nothing anyone else made. The work dir stays,
+	// so that the next attempt resumes (`tritonbuild gc` removes those).
+	staging := e.Store.StagingDir(n.Key())
 	defer func() {
-		if err != nil {
-			os.RemoveAll(e.Store.StagingDir(n.Key()))
+		if rerr := store.RemoveTree(staging); rerr != nil && err == nil {
+			err = fmt.Errorf("%s: removing the staging dir: %w", n.Name, rerr)
 		}
 	}()
 	partial := e.partial()
@@ -233,7 +239,7 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	b := &nodeBuild{
 		e: e, n: n,
 		work:    e.Store.WorkDir(n.Key()),
-		staging: e.Store.StagingDir(n.Key()),
+		staging: staging,
 		logs:    e.Store.LogDir(n.Key()),
 		prefix:  e.Store.TreeDir(n.Key()),
 	}
@@ -241,14 +247,14 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	b.build = filepath.Join(b.work, "build")
 	b.destdir = filepath.Join(b.staging, "destdir")
 	// A leftover staging dir belongs to a killed attempt: we hold the lock.
-	if err := os.RemoveAll(b.staging); err != nil {
+	if err := store.RemoveTree(b.staging); err != nil {
 		return fmt.Errorf("%s: clearing staging: %w", n.Name, err)
 	}
 	// A forced rebuild starts from fresh sources and an empty build dir:
 	// a work dir kept from a successful build (--keep-work) would otherwise
 	// make it an incremental build of what is already built.
 	if n.Forced {
-		if err := os.RemoveAll(b.work); err != nil {
+		if err := store.RemoveTree(b.work); err != nil {
 			return fmt.Errorf("%s: clearing the work dir for a forced rebuild: %w", n.Name, err)
 		}
 	}
@@ -292,8 +298,8 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	if err := os.Rename(inst, filepath.Join(b.staging, "tree")); err != nil {
 		return fmt.Errorf("%s: staging install tree: %w", n.Name, err)
 	}
-	if err := os.RemoveAll(b.destdir); err != nil {
-		return err
+	if err := store.RemoveTree(b.destdir); err != nil {
+		return fmt.Errorf("%s: removing DESTDIR after staging the install tree: %w", n.Name, err)
 	}
 	var deps []string
 	for _, d := range closureOf(n) {
@@ -316,7 +322,11 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	}
 	e.stats.built++
 	if !e.KeepWork {
-		os.RemoveAll(b.work)
+		// The tree is committed: a work dir that stays costs only disk,
+		// and gc takes it later.
+		if err := store.RemoveTree(b.work); err != nil {
+			e.printf("    warning: %s: removing the work dir: %v (tritonbuild gc --delete removes it)\n", n.Name, err)
+		}
 	}
 	e.printf("    %s %s installed: %d files, %s, in %s\n", n.Name, n.Version, m.FileCount(), m.Digest[:19], time.Since(start).Round(time.Millisecond))
 	if e.pushing() {
@@ -370,10 +380,13 @@ func (b *nodeBuild) prepareSource(ctx context.Context) error {
 		return nil
 	}
 	n, e := b.n, b.e
-	os.RemoveAll(b.src)
-	os.RemoveAll(b.build)
 	tmp := b.src + ".tmp"
-	os.RemoveAll(tmp)
+	// An attempt that stopped before the marker left these half-made.
+	for _, d := range []string{b.src, b.build, tmp} {
+		if err := store.RemoveTree(d); err != nil {
+			return fmt.Errorf("%s: clearing %s for fresh sources: %w", n.Name, d, err)
+		}
+	}
 	s := n.Ver.Source
 	srcArchive, err := e.fetchSource(ctx, n)
 	if err != nil {
@@ -816,8 +829,8 @@ func (b *nodeBuild) meson(ctx context.Context, m *recipe.MesonBuild) error {
 	configured := filepath.Join(b.build, ".configured")
 	if _, err := os.Stat(configured); err != nil {
 		// A half-configured dir from a failed attempt would make meson refuse.
-		if err := os.RemoveAll(b.build); err != nil {
-			return err
+		if err := store.RemoveTree(b.build); err != nil {
+			return fmt.Errorf("%s: clearing a half-configured build dir: %w", b.n.Name, err)
 		}
 		args := []string{"setup", "--prefix=" + b.prefix, "--libdir=lib", "--buildtype=" + bt,
 			"--wrap-mode=nodownload", "--pkg-config-path=" + b.pkgConfigPath()}

@@ -3,7 +3,6 @@ package builder
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -37,6 +36,9 @@ type GCItem struct {
 	Path string `json:"path"`
 	Why  string `json:"why"`
 	Size int64  `json:"size"`
+	// node is the store node whose lock guards Path (a node, staging or
+	// work dir); nil for the caches.
+	node *store.Key
 }
 
 // GC finds what the store no longer needs: staging and work directories
@@ -44,12 +46,14 @@ type GCItem struct {
 // resuming until then), committed trees that no profile of build.yaml
 // reaches, the source cache's leftovers of fetches that did not finish
 // (sourceLeftovers), and image layers and python envs beyond
-// opts.KeepCache. Nodes
-// being built or pulled (their lock held) are skipped.
+// opts.KeepCache. Nodes being built, pulled or pushed (their lock held)
+// are skipped; a node's directory is removed under its exclusive lock,
+// taken anew when it is removed, since listing and sizing may take long.
+// With opts.Delete the items returned are those removed.
 func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) {
 	var items []GCItem
-	add := func(path, why string) {
-		items = append(items, GCItem{Path: path, Why: why, Size: dirSize(path)})
+	add := func(path, why string, k store.Key) {
+		items = append(items, GCItem{Path: path, Why: why, Size: dirSize(path), node: &k})
 	}
 	for _, area := range []struct{ dir, why string }{
 		{"staging", "staging dir of an attempt that is not running"},
@@ -58,10 +62,10 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 		entries, _ := os.ReadDir(filepath.Join(st.Root, area.dir))
 		for _, e := range entries {
 			key, ok := keyOfDir(strings.TrimSuffix(e.Name(), ".pull"), false)
-			if !ok || busy(ctx, st, key) {
+			if !ok || busy(st, key) {
 				continue
 			}
-			add(filepath.Join(st.Root, area.dir, e.Name()), area.why)
+			add(filepath.Join(st.Root, area.dir, e.Name()), area.why, key)
 		}
 	}
 	if opts.Reachable != nil {
@@ -71,10 +75,10 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 				continue
 			}
 			key, ok := nodeKeyOfDir(st, e.Name())
-			if !ok || busy(ctx, st, key) {
+			if !ok || busy(st, key) {
 				continue
 			}
-			add(filepath.Join(st.Root, "nodes", e.Name()), "tree no profile of build.yaml reaches")
+			add(filepath.Join(st.Root, "nodes", e.Name()), "tree no profile of build.yaml reaches", key)
 		}
 	}
 	items = append(items, sourceLeftovers(ctx, st.Sources(), time.Now())...)
@@ -85,12 +89,37 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 	if !opts.Delete {
 		return items, nil
 	}
+	var removed []GCItem
 	for _, it := range items {
-		if err := removeAll(it.Path); err != nil {
-			return items, fmt.Errorf("gc: removing %s: %w", it.Path, err)
+		ok, err := removeItem(st, it)
+		if err != nil {
+			return removed, err
+		}
+		if ok {
+			removed = append(removed, it)
 		}
 	}
-	return items, nil
+	return removed, nil
+}
+
+// removeItem removes what it names, holding its node's exclusive lock if
+// it has one; it reports false when someone took that lock since GC looked
+// (a build, a pull, a push of that node), and leaves the item alone.
+func removeItem(st *store.Store, it GCItem) (bool, error) {
+	if it.node != nil {
+		unlock, ok, err := st.TryLock(*it.node)
+		if err != nil {
+			return false, fmt.Errorf("gc: %s: %w", it.Path, err)
+		}
+		if !ok {
+			return false, nil
+		}
+		defer unlock()
+	}
+	if err := store.RemoveTree(it.Path); err != nil {
+		return false, fmt.Errorf("gc: removing %s: %w", it.Path, err)
+	}
+	return true, nil
 }
 
 // keyOfDir parses "name-hash16" (work, staging) or "name-version-hash16"
@@ -128,13 +157,12 @@ func nodeKeyOfDir(st *store.Store, dir string) (store.Key, bool) {
 	return k, true
 }
 
-// busy reports whether another process holds the node's lock (building or
-// pulling it); GC then leaves its directories alone.
-func busy(ctx context.Context, st *store.Store, k store.Key) bool {
-	try, cancel := context.WithCancel(ctx)
-	cancel()
-	unlock, err := st.Lock(try, k)
-	if err != nil {
+// busy reports whether someone holds the node's lock (building, pulling or
+// pushing it); GC then leaves its directories alone. A lock that cannot be
+// tried counts as held: GC removes nothing it is unsure of.
+func busy(st *store.Store, k store.Key) bool {
+	unlock, ok, err := st.TryLock(k)
+	if err != nil || !ok {
 		return true
 	}
 	unlock()
@@ -209,23 +237,6 @@ func dirSize(p string) int64 {
 		return nil
 	})
 	return n
-}
-
-// removeAll removes p, making read-only directories of a tree writable
-// first when that is what stops it.
-func removeAll(p string) error {
-	err := os.RemoveAll(p)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	// Best effort: the second RemoveAll reports what is still in the way.
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(q, 0o755)
-		}
-		return nil
-	})
-	return os.RemoveAll(p)
 }
 
 // ReachableNodes plans the targets (and the image target) of build.yaml's

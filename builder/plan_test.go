@@ -11,8 +11,10 @@ import (
 // what planning hashes (the canonical recipe JSON, source digests, option
 // rendering, the order of anything) turns every tree in every store and
 // cache into a miss, including an LLVM build of hours. These hashes were
-// computed before the recipe and store packages were split out of builder;
-// a change here must be deliberate.
+// computed before the recipe and store packages were split out of builder,
+// and again when the scheduling hints (memory, disk) left the hash (base
+// declares both, the others depend on it); a change here must be
+// deliberate.
 func TestPlanHashesArePinned(t *testing.T) {
 	set, err := recipe.Load(recipe.OSDir("testdata/hashpin"))
 	if err != nil {
@@ -23,20 +25,20 @@ func TestPlanHashesArePinned(t *testing.T) {
 		want     map[string]string
 	}{
 		{recipe.Settings{Targets: []string{"localapp"}}, map[string]string{
-			"base":     "2df41e088cd6d6e542a8817b5d23583481e1c92c3e51369695b700e36a1862f3",
-			"gitdep":   "608b68cc01ac682fa6feef34fbbbe6ca9ea48a102c8fb8fae8bbeb78a2534be1",
-			"aptdep":   "097bdbd4e4de35c9ef1b30b13913844a6ac987ad792eb349a52346ae8c7439e5",
-			"localapp": "3914ec2137ce7cf3ac8f337b3b9dfd6f7937f5cc73190e7aadf90c306e8cf69f",
+			"base":     "caaf96ee9b68ce4334150ffb83748c049b62475738c92b9713c83f36d8023f3a",
+			"gitdep":   "1bbed0cfe2244072d15ff80819b95a38f9e2f27dc6553d8cf3f7563900215ab1",
+			"aptdep":   "2ff27dfbf69c9bcf877e1a16f8c9ab3e9bd50616f517302eaeb16d28b213c6f2",
+			"localapp": "8fd99e5f4bb530d3ddcacb65ef92350124d6b5e3822021fd0b401f9344c55179",
 		}},
 		{recipe.Settings{
 			Targets:  []string{"localapp"},
 			Versions: map[string]string{"base": "2.0"},
 			Options:  map[string]map[string]any{"base": {"shout": true, "extra": []any{"x"}, "flavour": "fancy", "suffix": "s"}},
 		}, map[string]string{
-			"base":     "1b1275df089f7b43ba8b51443ede56d61da07da8f218de0b3385275be1ac4d37",
-			"gitdep":   "bee089fc81d49d1c12d484eb4f98bbe8171b9f8f3ccfb2b003ebe9db8248f6b5",
-			"aptdep":   "c6135a606be1bcd025463383852d92a6868d4948f9d8b80d39da36d4c36da119",
-			"localapp": "7e05e92f719e8d92a5a60e65e1fbad9ff613f661a73ae81cb119ed70be65e336",
+			"base":     "d0b85aa9765b8310ab37e15eeedc0b72db76f7972d7f26ec9bf9f45f955c9873",
+			"gitdep":   "bc2c90c411ea10752770f5ca861892b03621da73dd1764231f50bbaa64e32c4b",
+			"aptdep":   "3d7cd22eb9ec57f188b1890b26da4bc1f11f3434a91ea18e9e0adf1729f476cd",
+			"localapp": "9ea41636c2dad03c0584d41d1a8ddf7aa086c22afc332a3d3213c496c9dd06a1",
 		}},
 	}
 	for i, c := range cases {
@@ -52,5 +54,43 @@ func TestPlanHashesArePinned(t *testing.T) {
 				t.Errorf("case %d: %s hashes to %s, pinned %s", i, n.Name, n.Hash, c.want[n.Name])
 			}
 		}
+	}
+}
+
+// The scheduling hints, memory per job and disk, change how a build is
+// run, not its tree: tuning them plans the same nodes (an LLVM build of
+// hours is not thrown away), while a field that does reach the build (a
+// CMake define) still changes the hash.
+func TestSchedulingHintsAreNotHashed(t *testing.T) {
+	plan := func(edit func(r *recipe.Recipe)) map[string]string {
+		t.Helper()
+		set, err := recipe.Load(recipe.OSDir("testdata/hashpin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(set.Get("base"))
+		p, err := MakePlan(context.Background(), set, PlanOptions{Settings: recipe.Settings{Targets: []string{"localapp"}}, HostCompiler: "pin-cc 1.0", Platform: "linux/amd64"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, n := range p.Nodes {
+			out[n.Name] = n.Hash
+		}
+		return out
+	}
+	before := plan(func(*recipe.Recipe) {})
+	tuned := plan(func(r *recipe.Recipe) {
+		r.Memory = recipe.MemoryProfile{Compile: 3 << 30, Link: 9 << 30}
+		r.Disk = 80 << 30
+	})
+	for name, h := range before {
+		if tuned[name] != h {
+			t.Errorf("%s: tuning base's memory and disk changed its hash from %s to %s", name, h, tuned[name])
+		}
+	}
+	defined := plan(func(r *recipe.Recipe) { r.Build.CMake.Defines["TUNED"] = "1" })
+	if defined["base"] == before["base"] || defined["localapp"] == before["localapp"] {
+		t.Errorf("a new CMake define left the hashes as they were: %v", defined)
 	}
 }

@@ -28,11 +28,16 @@ func (r *Recipe) ResolvePath(p, projectDir string) string {
 
 // Canonical is the recipe as hashed: the decoded struct with only the
 // selected version, re-encoded as JSON, so formatting and comments in the
-// YAML do not change hashes but every semantic field does.
+// YAML do not change hashes but every field that can change the tree
+// does. The scheduling hints do not: memory sizes only the job counts (the
+// counts themselves vary by machine and were never hashed), disk is only
+// checked by doctor, so tuning either must not rebuild a node (LLVM's
+// build takes hours).
 func (r *Recipe) Canonical(v *Version) (json.RawMessage, error) {
 	c := *r
 	c.Versions = []Version{*v}
 	c.Description, c.Homepage = "", ""
+	c.Memory, c.Disk = MemoryProfile{}, 0
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("encoding recipe %s: %w", r.Name, err)

@@ -114,16 +114,47 @@ func (s *Store) Lock(ctx context.Context, k Key) (func(), error) {
 	return s.LockNotify(ctx, k, nil)
 }
 
+// LockShared takes the node's flock shared, waiting until ctx is done, and
+// calls waiting (when not nil) once if it must wait: what reads a
+// committed tree from start to end (a push to the binary cache) holds it,
+// so that neither a forced rebuild, which replaces the tree under the
+// exclusive lock, nor gc, which removes it only when it can take the
+// exclusive lock, changes the tree meanwhile. Any number of readers hold
+// it at once. A process holding the exclusive lock must not take it too:
+// flock locks of two opens exclude each other even in one process.
+func (s *Store) LockShared(ctx context.Context, k Key, waiting func()) (func(), error) {
+	return s.lock(ctx, k, filelock.Shared, "store lock %s (shared): %w", waiting)
+}
+
+// TryLock takes the node's exclusive flock if no one holds it, shared or
+// exclusive, now; ok is false, and unlock nil, when someone does.
+func (s *Store) TryLock(k Key) (unlock func(), ok bool, err error) {
+	unlock, ok, err = filelock.TryLock(s.lockPath(k))
+	if err != nil {
+		return nil, false, fmt.Errorf("store lock %s: %w", k.id(), err)
+	}
+	return unlock, ok, nil
+}
+
+// lockPath is the file the node's flock is taken on.
+func (s *Store) lockPath(k Key) string { return filepath.Join(s.Root, "locks", k.id()+".lock") }
+
 // LockNotify is Lock that calls waiting once when the lock is held by
 // someone else, so that a person learns why nothing happens.
 func (s *Store) LockNotify(ctx context.Context, k Key, waiting func()) (func(), error) {
-	key := k.id()
-	path := filepath.Join(s.Root, "locks", key+".lock")
+	return s.lock(ctx, k, filelock.Lock, "store lock %s: %w", waiting)
+}
+
+// lock takes the node's flock with take (filelock.Lock or Shared), calling
+// waiting once when it is not free at once; failure names the node in
+// the format errf.
+func (s *Store) lock(ctx context.Context, k Key, take func(context.Context, string) (func(), error), errf string, waiting func()) (func(), error) {
+	path := s.lockPath(k)
 	if waiting != nil {
 		// One attempt that does not wait: a context that is already done.
 		try, cancel := context.WithCancel(ctx)
 		cancel()
-		unlock, err := filelock.Lock(try, path)
+		unlock, err := take(try, path)
 		if err == nil {
 			return unlock, nil
 		}
@@ -131,9 +162,9 @@ func (s *Store) LockNotify(ctx context.Context, k Key, waiting func()) (func(), 
 			waiting()
 		}
 	}
-	unlock, err := filelock.Lock(ctx, path)
+	unlock, err := take(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("store lock %s: %w", key, err)
+		return nil, fmt.Errorf(errf, k.id(), err)
 	}
 	return unlock, nil
 }
@@ -181,7 +212,8 @@ func (s *Store) Commit(k Key, staging string, m *Manifest) error {
 
 // replaceDir moves dir src to dst. When dst exists (a forced rebuild), the
 // two are exchanged in one atomic rename, so readers of dst see the old
-// tree or the new one and never a gap; the old one, now at src, is removed.
+// tree or the new one and never a gap; the old one, now at src, is removed
+// (RemoveTree: it may hold read-only directories).
 func replaceDir(src, dst string) error {
 	err := os.Rename(src, dst)
 	if err == nil || !errors.Is(err, fs.ErrExist) && !errors.Is(err, unix.ENOTEMPTY) {
@@ -190,7 +222,7 @@ func replaceDir(src, dst string) error {
 	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE); err != nil {
 		return &os.LinkError{Op: "exchange", Old: src, New: dst, Err: err}
 	}
-	return os.RemoveAll(src)
+	return RemoveTree(src)
 }
 
 // Manifest returns the committed node's manifest.
