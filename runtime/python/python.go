@@ -547,37 +547,73 @@ func (b *Backend) script() (string, error) {
 	return s, nil
 }
 
-// instanceCount is how many instances the model's config asks for, summed
-// over its instance groups (a group without a count has one, as in
-// Triton); 0 for a spec without a config.
-func instanceCount(spec *backend.ModelSpec) int {
+// instanceGroup is one instance group of a model's config, as far as the
+// backend needs it: its name and how many instances it has.
+type instanceGroup struct {
+	name  string
+	count int
+}
+
+// instanceGroups are the instance groups of spec's config, in order (a
+// group without a count has one, as in Triton); nil for a spec without a
+// config.
+func instanceGroups(spec *backend.ModelSpec) []instanceGroup {
 	var cfg struct {
 		InstanceGroup []struct {
+			Name  string      `json:"name"`
 			Count json.Number `json:"count"` // int32: a number, or a string from some printers
 		} `json:"instance_group"`
 	}
 	if json.Unmarshal(spec.ConfigJSON, &cfg) != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	groups := make([]instanceGroup, 0, len(cfg.InstanceGroup))
 	for _, g := range cfg.InstanceGroup {
 		c, err := g.Count.Int64()
 		if err != nil || c < 1 {
 			c = 1
 		}
-		n += int(min(c, 1<<20))
+		groups = append(groups, instanceGroup{name: g.Name, count: int(min(c, 1<<20))})
+	}
+	return groups
+}
+
+// instanceCount is how many instances the model's config asks for, summed
+// over its instance groups; 0 for a spec without a config.
+func instanceCount(spec *backend.ModelSpec) int {
+	n := 0
+	for _, g := range instanceGroups(spec) {
+		n += g.count
 	}
 	return n
+}
+
+// instanceName is Triton's name of instance idx (numbered across the
+// groups in order): its group's name, "_" and its index in the group, so
+// `<model>_0` for the first of the group Triton adds when a config gives
+// none (named after the model). A spec without groups gets the name of
+// that default group's instance.
+func instanceName(spec *backend.ModelSpec, idx int) string {
+	start := 0
+	for _, g := range instanceGroups(spec) {
+		if idx < start+g.count {
+			name := g.name
+			if name == "" {
+				name = spec.Name
+			}
+			return name + "_" + strconv.Itoa(idx-start)
+		}
+		start += g.count
+	}
+	return spec.Name + "_" + strconv.Itoa(idx)
 }
 
 // initArgs are initialize(args) as Triton passes them: all strings.
 func initArgs(spec *backend.ModelSpec, idx int) map[string]string {
 	return map[string]string{
-		"model_config":        string(configJSON(spec)),
-		"model_instance_kind": "CPU",
-		// Triton names instances <model>_<group>_<index>; the spec numbers
-		// instances across groups, which is exact for the usual single group.
-		"model_instance_name":      fmt.Sprintf("%s_0_%d", spec.Name, idx),
+		"model_config":             string(configJSON(spec)),
+		"model_instance_kind":      "CPU",
+		"model_instance_name":      instanceName(spec, idx),
 		"model_instance_device_id": "0",
 		"model_repository":         spec.ModelDir,
 		"model_version":            strconv.FormatInt(spec.Version, 10),

@@ -219,6 +219,27 @@ func TestInstanceCount(t *testing.T) {
 	}
 }
 
+// TestInstanceName: initialize's model_instance_name is Triton's, the
+// group's name and the index in the group: <model>_<i> for the group
+// Triton adds (named after the model), <group>_<i> for a named one.
+func TestInstanceName(t *testing.T) {
+	for _, c := range []struct {
+		config string
+		idx    int
+		want   string
+	}{
+		{`{"instance_group":[{"name":"m","count":2}]}`, 1, "m_1"},
+		{`{"instance_group":[{"name":"a","count":2},{"name":"b","count":3}]}`, 0, "a_0"},
+		{`{"instance_group":[{"name":"a","count":2},{"name":"b","count":3}]}`, 3, "b_1"},
+		{`{"instance_group":[{"name":"m_0","count":1},{"name":"m_1","count":1}]}`, 1, "m_1_0"},
+		{``, 2, "m_2"},
+	} {
+		if got := instanceName(&backend.ModelSpec{Name: "m", ConfigJSON: []byte(c.config)}, c.idx); got != c.want {
+			t.Errorf("instanceName(%s, %d) = %q, want %q", c.config, c.idx, got, c.want)
+		}
+	}
+}
+
 func TestOversubscribed(t *testing.T) {
 	two := []int{0, 1}
 	for _, c := range []struct {

@@ -267,11 +267,14 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	switch {
 	case cfg.Platform == ensemblePlatform:
 		if cfg.Backend != "" {
-			return nil, fmt.Errorf("unexpected 'platform' and 'backend' pair, got:%s, %s", cfg.Platform, cfg.Backend)
+			return nil, backend.Errorf(backend.InvalidArg, "Ensemble model '%s' must have platform type '%s' and empty backend type", cfg.Name, cfg.Platform) // Triton's text
+		}
+		if err := checkEnsembleScheduling(cfg); err != nil {
+			return nil, err
 		}
 		r.backendName = ensemblePlatform
 	case cfg.GetEnsembleScheduling() != nil:
-		return nil, fmt.Errorf("ensemble_scheduling is only for models with platform \"ensemble\", not '%s'", cfg.Name)
+		return nil, fmt.Errorf("ensemble scheduling cannot be set for model '%s' whose platform is not %s", cfg.Name, ensemblePlatform) // Triton's text
 	case cfg.Backend != "":
 		r.backendName = cfg.Backend
 		if cfg.Platform != "" {
@@ -309,14 +312,10 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		return nil, fmt.Errorf("max_batch_size must be >= 0, got %d", cfg.MaxBatchSize)
 	}
 	var err error
-	if r.inputs, err = tensorSpecs("input", cfg.GetInput()); err != nil {
+	if r.inputs, err = tensorSpecs(cfg.Name, "input", cfg.MaxBatchSize, cfg.GetInput()); err != nil {
 		return nil, err
 	}
-	outs := make([]tensorDecl, len(cfg.GetOutput()))
-	for i, o := range cfg.GetOutput() {
-		outs[i] = o
-	}
-	if r.outputs, err = tensorSpecs("output", outs); err != nil {
+	if r.outputs, err = tensorSpecs(cfg.Name, "output", cfg.MaxBatchSize, cfg.GetOutput()); err != nil {
 		return nil, err
 	}
 	if len(r.inputs) == 0 || len(r.outputs) == 0 {
@@ -369,8 +368,6 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		if r.backend, err = m.validateEnsemble(cfg, r.beInputs, r.beOutputs); err != nil {
 			return nil, err
 		}
-		// Triton's ensembles have no instance groups.
-		cfg.InstanceGroup = nil
 		r.sched.Instances = ensembleInstances
 	}
 	if policies, g, policy := instancePolicies(cfg, m.opts.HostPolicies); policies != nil {
@@ -386,13 +383,16 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		}
 	}
 	if cfg.GetResponseCache().GetEnable() {
+		if cfg.GetSequenceBatching() != nil {
+			return nil, backend.Errorf(backend.InvalidArg, "Response Cache does not currently support model %s with sequence batching scheduler. Please disable the response cache.", cfg.Name)
+		}
 		if r.sched.Decoupled {
 			return nil, backend.Errorf(backend.InvalidArg, "Response Cache does not currently support model %s with 'decoupled' transaction policy. Please disable the response cache.", cfg.Name)
 		}
-		// Triton caches neither sequence models nor the top-level requests
-		// of ensembles (their steps may cache); without --cache-config the
-		// setting has nothing to use.
-		if cfg.GetSequenceBatching() == nil && r.backendName != ensemblePlatform {
+		// Triton does not cache the top-level requests of ensembles (their
+		// steps may cache); without --cache-config the setting has nothing
+		// to use.
+		if r.backendName != ensemblePlatform {
 			r.sched.Cache = m.opts.Cache
 		}
 	}
@@ -495,18 +495,27 @@ func dynamicBatching(cfg *modelconfig.ModelConfig, db *modelconfig.ModelDynamicB
 	return d, nil
 }
 
-// fillDefaults completes cfg the way Triton does before it is shown by the
-// configuration endpoint or handed to a backend: the default version
-// policy, one CPU instance group when none is given, group names
-// "<model>_<index>", KIND_AUTO resolved to KIND_CPU (there are no GPUs
-// here), count 1 when unset, and the backend's default model filename.
+// fillDefaults completes cfg the way Triton does (NormalizeModelConfig,
+// NormalizeInstanceGroup) before it is shown by the configuration endpoint
+// or handed to a backend: the default version policy; except for
+// ensembles, which have neither, instance groups and pinned memory
+// settings: one CPU instance group named after the model when none is
+// given, the name "<model>_<index in instance_group>" for a group given
+// without one, KIND_AUTO resolved to KIND_CPU (there are no GPUs here),
+// count 1 when unset; and the backend's default model filename.
 func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	if cfg.VersionPolicy == nil {
 		cfg.VersionPolicy = &modelconfig.ModelVersionPolicy{PolicyChoice: &modelconfig.ModelVersionPolicy_Latest_{
 			Latest: &modelconfig.ModelVersionPolicy_Latest{NumVersions: 1}}}
 	}
+	if db := cfg.GetDynamicBatching(); db != nil && len(db.PreferredBatchSize) == 0 && cfg.MaxBatchSize > 0 {
+		db.PreferredBatchSize = []int32{cfg.MaxBatchSize}
+	}
+	if cfg.GetEnsembleScheduling() != nil {
+		return nil
+	}
 	if len(cfg.InstanceGroup) == 0 {
-		cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{{}}
+		cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{{Name: cfg.Name}}
 	}
 	for i, g := range cfg.InstanceGroup {
 		if g.Count < 0 {
@@ -535,9 +544,6 @@ func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	}
 	if cfg.Optimization.OutputPinnedMemory == nil {
 		cfg.Optimization.OutputPinnedMemory = &modelconfig.ModelOptimizationPolicy_PinnedMemoryBuffer{Enable: true}
-	}
-	if db := cfg.GetDynamicBatching(); db != nil && len(db.PreferredBatchSize) == 0 && cfg.MaxBatchSize > 0 {
-		db.PreferredBatchSize = []int32{cfg.MaxBatchSize}
 	}
 	return nil
 }
@@ -599,26 +605,43 @@ type tensorDecl interface {
 	GetName() string
 	GetDataType() modelconfig.DataType
 	GetDims() []int64
+	GetReshape() *modelconfig.ModelTensorReshape
 }
 
-func tensorSpecs[T tensorDecl](kind string, decls []T) ([]backend.TensorSpec, error) {
+// tensorSpecs validates the inputs or outputs (kind) of model and returns
+// them as clients see them. The checks before the reshape's are Triton's
+// ValidateIOShape, with its texts: a name, a data_type, at least one
+// dimension (Triton has no scalar tensors: a one-element tensor reshaped
+// to [] is how a model takes one), no empty reshape on a model that does
+// not batch, and dimensions >= 1 or -1. The reshape's own checks are
+// newReshapes'.
+func tensorSpecs[T tensorDecl](model, kind string, maxBatch int32, decls []T) ([]backend.TensorSpec, error) {
 	specs := make([]backend.TensorSpec, 0, len(decls))
 	names := make(map[string]bool, len(decls))
-	for i, d := range decls {
+	for _, d := range decls {
 		if d.GetName() == "" {
-			return nil, fmt.Errorf("%s[%d] has no name", kind, i)
+			return nil, fmt.Errorf("model %s must specify 'name' for %s", kind, model)
 		}
 		if names[d.GetName()] {
 			return nil, fmt.Errorf("%s '%s' is declared twice", kind, d.GetName())
 		}
 		names[d.GetName()] = true
+		if d.GetDataType() == modelconfig.DataType_TYPE_INVALID {
+			return nil, fmt.Errorf("model %s '%s' must specify 'data_type' for %s", kind, d.GetName(), model)
+		}
 		dt := modelconfig.WireType(d.GetDataType())
 		if dt == "" {
 			return nil, fmt.Errorf("%s '%s' has no valid data_type", kind, d.GetName())
 		}
+		if len(d.GetDims()) == 0 {
+			return nil, fmt.Errorf("model %s '%s' must specify 'dims' for %s", kind, d.GetName(), model)
+		}
+		if d.GetReshape() != nil && len(d.GetReshape().GetShape()) == 0 && maxBatch == 0 {
+			return nil, fmt.Errorf("model %s '%s' cannot have empty reshape for non-batching model as scalar tensors are not supported for %s", kind, d.GetName(), model)
+		}
 		for _, dim := range d.GetDims() {
-			if dim < -1 {
-				return nil, fmt.Errorf("%s '%s' has invalid dimension %d", kind, d.GetName(), dim)
+			if dim < 1 && dim != -1 {
+				return nil, fmt.Errorf("model %s '%s' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for %s", kind, d.GetName(), model)
 			}
 		}
 		opt, ragged := false, false
@@ -869,8 +892,9 @@ func versionDirs(dir string) ([]int64, error) {
 // selectVersions applies a version policy to the available versions, as
 // Triton's VersionsToLoad does: specific versions load only where their
 // directory exists (the others are returned as missing, for the log),
-// latest takes the highest num_versions (at least one), all takes every
-// one. An empty selection is the caller's error.
+// latest takes the highest num_versions (none for num_versions 0, which
+// Triton then refuses as selecting no version), all takes every one. An
+// empty selection is the caller's error.
 func selectVersions(p *modelconfig.ModelVersionPolicy, available []int64) (versions, missing []int64) {
 	switch c := p.GetPolicyChoice().(type) {
 	case *modelconfig.ModelVersionPolicy_All_:
@@ -890,7 +914,7 @@ func selectVersions(p *modelconfig.ModelVersionPolicy, available []int64) (versi
 	// latest, also the default policy
 	n := 1
 	if l, ok := p.GetPolicyChoice().(*modelconfig.ModelVersionPolicy_Latest_); ok {
-		n = max(int(l.Latest.GetNumVersions()), 1)
+		n = int(min(l.Latest.GetNumVersions(), uint32(len(available))))
 	}
 	if len(available) > n {
 		return slices.Clone(available[len(available)-n:]), nil

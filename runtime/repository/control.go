@@ -111,6 +111,7 @@ func (m *Manager) Poll(ctx context.Context) error {
 		unlock := m.lockModel(name)
 		err = m.load(ctx, name, nil, "")
 		unlock()
+		m.revalidateDependents(ctx, name)
 		if err != nil {
 			errs = append(errs, err)
 		}

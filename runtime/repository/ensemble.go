@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -285,36 +286,249 @@ func (m *Manager) stepsReady(name string) bool {
 	return len(steps) > 0
 }
 
-// validateEnsemble checks cfg's steps against the loaded models, as
-// Triton does at load: every step's model available, every step input an
-// ensemble input or another step's output of the same data type, each
-// ensemble tensor written once, every ensemble output produced, no cycle,
-// and composing models that accept the ensemble's batch size.
+// graphTensor is an ensemble tensor in Triton's static graph of an
+// ensemble (BuildEnsembleGraph): prev are the tensors the step writing it
+// reads, next the tensors written by the steps reading it.
+type graphTensor struct {
+	name       string
+	written    bool // in some step's output_map
+	ready      bool // computable from the ensemble's inputs
+	prev, next []*graphTensor
+}
+
+// checkEnsembleScheduling validates the configuration of an ensemble on its
+// own, before any composing model is looked at, as Triton's
+// ValidateModelConfig and ValidateEnsembleSchedulingConfig do, with their
+// texts: ensemble_scheduling present; no instance_group, optimization or
+// model_warmup; at least one step, each
+// with a model_name, an input_map and an output_map; a tensor in one
+// output_map only; every ensemble input read by a step; every ensemble
+// output written by steps whose inputs come from the ensemble's inputs;
+// every other tensor so written and also read.
+func checkEnsembleScheduling(cfg *modelconfig.ModelConfig) error {
+	name := cfg.GetName()
+	if cfg.GetEnsembleScheduling() == nil {
+		return fmt.Errorf("ensemble scheduling must be set for ensemble %s whose platform is %s", name, ensemblePlatform)
+	}
+	if len(cfg.GetInstanceGroup()) != 0 {
+		return fmt.Errorf("instance group should not be specified for ensemble '%s'", name)
+	}
+	if cfg.GetOptimization() != nil {
+		return fmt.Errorf("optimization should not be specified for ensemble '%s'", name)
+	}
+	if len(cfg.GetModelWarmup()) != 0 {
+		return fmt.Errorf("model_warmup can not be specified for ensemble '%s'", name)
+	}
+	steps := cfg.GetEnsembleScheduling().GetStep()
+	if len(steps) == 0 {
+		return fmt.Errorf("must specify 'step' for ensemble '%s'", name)
+	}
+	tensors := map[string]*graphTensor{}
+	tensor := func(n string) *graphTensor {
+		t := tensors[n]
+		if t == nil {
+			t = &graphTensor{name: n}
+			tensors[n] = t
+		}
+		return t
+	}
+	// Maps are walked in key order, so that of several faults the same
+	// one is reported every time.
+	for i, s := range steps {
+		switch {
+		case s.GetModelName() == "":
+			return fmt.Errorf("must specify 'model_name' in step %d of ensemble '%s'", i, name)
+		case len(s.GetInputMap()) == 0:
+			return fmt.Errorf("must specify 'input_map' in step %d of ensemble '%s'", i, name)
+		case len(s.GetOutputMap()) == 0:
+			return fmt.Errorf("must specify 'output_map' in step %d of ensemble '%s'", i, name)
+		}
+		var outs []*graphTensor
+		for _, k := range slices.Sorted(maps.Keys(s.GetOutputMap())) {
+			t := tensor(s.GetOutputMap()[k])
+			if t.written {
+				return fmt.Errorf("ensemble tensor '%s' can appear in an output map only once for ensemble '%s' step %d", t.name, name, i)
+			}
+			t.written = true
+			outs = append(outs, t)
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.GetInputMap())) {
+			in := tensor(s.GetInputMap()[k])
+			for _, o := range outs {
+				o.prev = append(o.prev, in)
+				in.next = append(in.next, o)
+			}
+		}
+	}
+	var queue []*graphTensor
+	for _, in := range cfg.GetInput() {
+		t := tensors[in.GetName()]
+		if t == nil {
+			return fmt.Errorf("ensemble input '%s' for ensemble %s' is not used", in.GetName(), name) // Triton's text, its stray quote included
+		}
+		t.ready = true
+		queue = append(queue, t)
+	}
+	for ; len(queue) > 0; queue = queue[1:] {
+		for _, n := range queue[0].next {
+			if !n.ready && !slices.ContainsFunc(n.prev, func(p *graphTensor) bool { return !p.ready }) {
+				n.ready = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	outputs := map[string]bool{}
+	for _, out := range cfg.GetOutput() {
+		t := tensors[out.GetName()]
+		if t == nil {
+			return fmt.Errorf("ensemble output '%s' for ensemble %s' is not used", out.GetName(), name) // Triton's text
+		}
+		if !t.ready {
+			msg := fmt.Sprintf("output '%s' for ensemble '%s' is not written", t.name, name)
+			if src := unconnectedSource(t); src != t {
+				msg += fmt.Sprintf(": at least one of its depending tensors, '%s', is not connected", src.name)
+			}
+			return errors.New(msg)
+		}
+		outputs[t.name] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(tensors)) {
+		if t := tensors[n]; !outputs[n] && (!t.ready || len(t.next) == 0) {
+			return fmt.Errorf("ensemble tensor '%s' is unused in ensemble '%s'", n, name)
+		}
+	}
+	return nil
+}
+
+// unconnectedSource follows, from a tensor that cannot be computed, the
+// first such tensor among those it is made from, and so on, and returns
+// the last one reached: the tensor Triton names as "not connected" (t
+// itself when none is found).
+func unconnectedSource(t *graphTensor) *graphTensor {
+	last, seen := t, map[string]bool{}
+	for prev := t.prev; len(prev) > 0; {
+		nodes := prev
+		prev = nil
+		for _, p := range nodes {
+			if !p.ready && !seen[p.name] {
+				seen[p.name] = true
+				last, prev = p, p.prev
+				break
+			}
+		}
+	}
+	return last
+}
+
+// tensorUse is what one model (the ensemble or a step's) makes of an
+// ensemble tensor: its data type, its dims, and its full shape (with a -1
+// batch dimension when that model batches).
+type tensorUse struct {
+	model string
+	dt    modelconfig.DataType
+	dims  []int64
+	full  []int64
+}
+
+func newTensorUse(model string, batching bool, dt modelconfig.DataType, dims []int64) tensorUse {
+	full := dims
+	if batching {
+		full = append([]int64{-1}, dims...)
+	}
+	return tensorUse{model: model, dt: dt, dims: dims, full: full}
+}
+
+// useTensor records use u of ensemble tensor name in tensors, checking it
+// against the first use recorded as Triton's ValidateTensorConsistency
+// does, with its texts: the same data type, and dims that match (-1
+// matching any size) either as they are or as full shapes, so that a
+// tensor may pass between a model that batches, [d0,...], and one that
+// does not, [-1,d0,...].
+func useTensor(ensemble, name string, tensors map[string]tensorUse, u tensorUse) error {
+	have, ok := tensors[name]
+	if !ok {
+		tensors[name] = u
+		return nil
+	}
+	prefix := fmt.Sprintf("in ensemble %s, ensemble tensor %s: ", ensemble, name)
+	if have.dt != u.dt {
+		return fmt.Errorf("%sinconsistent data type: %s is inferred from model %s while %s is inferred from model %s", prefix, have.dt, have.model, u.dt, u.model)
+	}
+	if !dimsMatch(have.dims, u.dims) && !dimsMatch(have.full, u.full) {
+		return fmt.Errorf("%sinconsistent shape: %s is inferred from model %s while %s is inferred from model %s", prefix, FormatShape(have.full), have.model, FormatShape(u.full), u.model)
+	}
+	return nil
+}
+
+// mapStep checks step s of ensemble against the configuration of its
+// loaded model mod as Triton's ValidateTensorMapping does, with its texts:
+// every input_map key an input of the model, every input the model
+// requires mapped, every output_map key an output of the model, and each
+// mapped tensor consistent with its other uses (useTensor).
+func mapStep(ensemble string, s *modelconfig.ModelEnsembling_Step, mod *Model, tensors map[string]tensorUse) error {
+	cfg := mod.Config
+	batching := cfg.GetMaxBatchSize() > 0
+	for _, k := range slices.Sorted(maps.Keys(s.GetInputMap())) {
+		if _, ok := mod.Input(k); !ok {
+			return fmt.Errorf("in ensemble %s, ensemble tensor %s is mapping to non-existing input %s in model %s", ensemble, s.GetInputMap()[k], k, mod.Name)
+		}
+	}
+	for _, in := range cfg.GetInput() {
+		t, ok := s.GetInputMap()[in.GetName()]
+		if !ok {
+			if in.GetOptional() {
+				continue
+			}
+			return fmt.Errorf("in ensemble %s, input %s in model %s is not mapped to any ensemble tensors", ensemble, in.GetName(), mod.Name)
+		}
+		if err := useTensor(ensemble, t, tensors, newTensorUse(mod.Name, batching, in.GetDataType(), in.GetDims())); err != nil {
+			return err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.GetOutputMap())) {
+		if _, ok := mod.Output(k); !ok {
+			return fmt.Errorf("in ensemble %s, ensemble tensor %s is mapped from non-existing output %s in model %s", ensemble, s.GetOutputMap()[k], k, mod.Name)
+		}
+	}
+	for _, out := range cfg.GetOutput() {
+		if t, ok := s.GetOutputMap()[out.GetName()]; ok {
+			if err := useTensor(ensemble, t, tensors, newTensorUse(mod.Name, batching, out.GetDataType(), out.GetDims())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// validateEnsemble checks cfg, whose graph checkEnsembleScheduling
+// validated, against its loaded composing models, as Triton's
+// ValidateEnsembleConfig does at load: every step's model available, a
+// composing model that batches allowing the ensemble's batch size, and the
+// steps' mappings (mapStep), each tensor's data type and shape consistent
+// across the ensemble's own inputs and outputs (inputs and outputs, in
+// the backend's view: their reshape when they have one) and the steps
+// that read or write it. Beyond Triton it refuses a cycle of ensembles,
+// decoupled composing models, and a step writing an ensemble input.
 func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs []backend.TensorSpec) (*ensembleBackend, error) {
 	name := cfg.GetName()
 	steps := cfg.GetEnsembleScheduling().GetStep()
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("ensemble '%s' must have at least one step in ensemble_scheduling", name)
-	}
 	if path := m.ensembleCycle(name, nil); path != nil {
 		return nil, fmt.Errorf("ensemble '%s' contains a cycle of ensembles: %s", name, strings.Join(path, " -> "))
 	}
-	types := map[string]backend.DataType{}
-	for _, in := range inputs {
-		types[in.Name] = in.DataType
-	}
-	producer := map[string]string{}
 	b := &ensembleBackend{m: m, name: name, batching: cfg.MaxBatchSize > 0, outDims: map[string][]int64{}, optional: map[string]bool{}}
-	for _, in := range inputs {
-		if in.Optional {
-			b.optional[in.Name] = true
+	tensors := map[string]tensorUse{}
+	for i, in := range cfg.GetInput() {
+		tensors[in.GetName()] = newTensorUse(name, b.batching, in.GetDataType(), inputs[i].Dims)
+		if in.GetOptional() {
+			b.optional[in.GetName()] = true
 		}
 	}
-	mods := make([]*Model, len(steps))
-	for i, s := range steps {
-		if s.GetModelName() == "" {
-			return nil, fmt.Errorf("ensemble '%s' step %d has no model_name", name, i)
+	for i, out := range cfg.GetOutput() {
+		if _, ok := tensors[out.GetName()]; !ok {
+			tensors[out.GetName()] = newTensorUse(name, b.batching, out.GetDataType(), outputs[i].Dims)
 		}
+	}
+	for _, s := range steps {
 		v := s.GetModelVersion()
 		if v == 0 {
 			v = -1
@@ -332,82 +546,18 @@ func (m *Manager) validateEnsemble(cfg *modelconfig.ModelConfig, inputs, outputs
 		if mb := mod.Config.GetMaxBatchSize(); mb != 0 && mb < cfg.MaxBatchSize {
 			return nil, fmt.Errorf("ensemble %s allows maximum batch size %d, but it contains model %s which only allows maximum batch size to be %d", name, cfg.MaxBatchSize, mod.Name, mb)
 		}
-		mods[i] = mod
-		st := ensembleStep{model: s.GetModelName(), version: v, inputs: s.GetInputMap(), outputs: s.GetOutputMap()}
-		for in := range st.inputs {
-			if _, ok := mod.Input(in); !ok {
-				return nil, fmt.Errorf("in ensemble '%s', input '%s' in input_map of step '%s' is not an input of that model", name, in, mod.Name)
-			}
+		if err := mapStep(name, s, mod, tensors); err != nil {
+			return nil, err
 		}
-		if len(st.outputs) == 0 {
-			return nil, fmt.Errorf("in ensemble '%s', step '%s' has an empty output_map", name, mod.Name)
-		}
-		for o, dst := range st.outputs {
-			if _, ok := mod.Output(o); !ok {
-				return nil, fmt.Errorf("in ensemble '%s', output '%s' in output_map of step '%s' is not an output of that model", name, o, mod.Name)
-			}
-			if prev, dup := producer[dst]; dup {
-				return nil, fmt.Errorf("in ensemble '%s', ensemble tensor '%s' is written by step '%s' and by step '%s'", name, dst, prev, mod.Name)
-			}
-			if _, isInput := types[dst]; isInput && producer[dst] == "" {
+		for _, o := range slices.Sorted(maps.Keys(s.GetOutputMap())) {
+			dst := s.GetOutputMap()[o]
+			if slices.ContainsFunc(inputs, func(in backend.TensorSpec) bool { return in.Name == dst }) {
 				return nil, fmt.Errorf("in ensemble '%s', step '%s' writes ensemble tensor '%s', which is an ensemble input", name, mod.Name, dst)
 			}
-			producer[dst] = mod.Name
 		}
-		b.steps = append(b.steps, st)
-	}
-	// Propagate types in data-flow order; steps left over read a tensor
-	// nothing produces, or depend on each other in a cycle.
-	done := make([]bool, len(b.steps))
-	for progress := true; progress; {
-		progress = false
-		for i, st := range b.steps {
-			if done[i] {
-				continue
-			}
-			ready := true
-			for _, src := range st.inputs {
-				if _, ok := types[src]; !ok {
-					ready = false
-				}
-			}
-			if !ready {
-				continue
-			}
-			for in, src := range st.inputs {
-				spec, _ := mods[i].Input(in)
-				if types[src] != spec.DataType {
-					return nil, fmt.Errorf("in ensemble '%s', input '%s' of step '%s' is %s but ensemble tensor '%s' is %s", name, in, st.model, spec.DataType, src, types[src])
-				}
-			}
-			for o, dst := range st.outputs {
-				spec, _ := mods[i].Output(o)
-				types[dst] = spec.DataType
-			}
-			done[i], progress = true, true
-		}
-	}
-	for i, st := range b.steps {
-		if done[i] {
-			continue
-		}
-		for in, src := range st.inputs {
-			if _, ok := types[src]; !ok {
-				if _, made := producer[src]; made {
-					return nil, fmt.Errorf("in ensemble '%s', the steps form a cycle: input '%s' of step '%s' (ensemble tensor '%s') depends on its own outputs", name, in, st.model, src)
-				}
-				return nil, fmt.Errorf("in ensemble '%s', input '%s' of step '%s' reads ensemble tensor '%s', which is neither an ensemble input nor any step's output", name, in, st.model, src)
-			}
-		}
+		b.steps = append(b.steps, ensembleStep{model: s.GetModelName(), version: v, inputs: s.GetInputMap(), outputs: s.GetOutputMap()})
 	}
 	for _, o := range outputs {
-		t, ok := types[o.Name]
-		if !ok || producer[o.Name] == "" {
-			return nil, fmt.Errorf("in ensemble '%s', ensemble output '%s' is not produced by any step", name, o.Name)
-		}
-		if t != o.DataType {
-			return nil, fmt.Errorf("in ensemble '%s', ensemble output '%s' is %s but step '%s' produces %s", name, o.Name, o.DataType, producer[o.Name], t)
-		}
 		b.outs = append(b.outs, o.Name)
 		b.outDims[o.Name] = o.Dims
 	}
@@ -501,6 +651,67 @@ func (m *Manager) loadComposing(ctx context.Context, name string, configJSON []b
 		}
 		unlock()
 	}
+}
+
+// revalidateDependents brings the ensembles built on model name in line
+// with it after a load of it, as Triton reloads the ensembles downstream of
+// a model it (re)loads: an ensemble that a reload of one of its step
+// models made invalid (modelEntry.invalidSteps) and that names this one
+// loads again, and every loaded ensemble with a step on it is validated
+// against the step models now serving (validateEnsemble). One that no
+// longer fits, say a step whose output changed shape, is unloaded with
+// the reason in the index, as Triton leaves such an ensemble unavailable,
+// rather than left READY to fail every request.
+func (m *Manager) revalidateDependents(ctx context.Context, name string) {
+	m.mu.RLock()
+	var retry []string
+	for n, e := range m.models {
+		if slices.Contains(e.invalidSteps, name) {
+			retry = append(retry, n)
+		}
+	}
+	m.mu.RUnlock()
+	slices.Sort(retry)
+	for _, ens := range retry {
+		m.log.Info("a step model of the ensemble was loaded, loading the ensemble again", "model", ens, "step", name)
+		_ = m.loadOne(ctx, ens, nil) // a failure is logged and recorded as its reason
+	}
+	for _, ens := range m.dependentEnsembles(name) {
+		m.revalidate(ctx, ens, name)
+	}
+}
+
+// revalidate validates the loaded ensemble ens again against its step
+// models after a load of step, and unloads it if it no longer fits.
+func (m *Manager) revalidate(ctx context.Context, ens, step string) {
+	ctx, cancel := context.WithTimeout(ctx, m.unloadTimeout())
+	defer cancel()
+	unlock := m.lockModel(ens)
+	mod, err := m.Get(ens, -1)
+	if err != nil || mod.Platform != ensemblePlatform {
+		unlock()
+		return // unloaded, or reloaded as something else, meanwhile
+	}
+	if _, err = m.validateEnsemble(mod.Config, mod.Spec.Inputs, mod.Spec.Outputs); err == nil {
+		unlock()
+		return
+	}
+	err = fmt.Errorf("model '%s': %w", ens, err)
+	m.log.Error("ensemble no longer valid after a load of its step model, unloading it", "model", ens, "step", step, "err", err)
+	if uerr := m.unload(ctx, ens); uerr != nil {
+		m.log.Warn("unloading an ensemble no longer valid", "model", ens, "err", uerr)
+	}
+	var steps []string
+	for _, s := range mod.Config.GetEnsembleScheduling().GetStep() {
+		steps = append(steps, s.GetModelName())
+	}
+	m.mu.Lock()
+	if e := m.models[ens]; e != nil {
+		e.reason, e.invalidSteps = err.Error(), steps
+	}
+	m.mu.Unlock()
+	unlock()
+	m.unloadDependents(ctx, ens)
 }
 
 // ensembleOrder orders ensembles so that one whose steps name another

@@ -26,34 +26,71 @@ func step(model, in, out string) string {
 	return `{ model_name: "` + model + `" model_version: -1 input_map { key: "INPUT__0" value: "` + in + `" } output_map { key: "OUTPUT__0" value: "` + out + `" } }`
 }
 
-// TestEnsembleLoadRefusals: ensembles with a missing model, a type
-// mismatch, a data-flow cycle, a cycle of ensembles, an unproduced output
-// or a composing model with a smaller batch fail to load, each naming what
-// is wrong; a valid one (listed before its model, so LoadAll must order
-// them) loads.
+// TestEnsembleLoadRefusals: ensembles that Triton refuses fail to load
+// with its texts (ValidateModelConfig and ValidateEnsembleSchedulingConfig
+// on the configuration alone; ValidateEnsembleConfig against the composing
+// models: the mappings, each tensor's data type and shape consistent
+// across the ensemble and its steps), besides ours (a cycle of ensembles,
+// a missing model); a valid one (listed before its model, so LoadAll must
+// order them) loads, and its served configuration has neither instance
+// groups nor optimization, as Triton's.
 func TestEnsembleLoadRefusals(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "lin", linearCfg, []string{"1"})
 	writeModel(t, root, "small", strings.Replace(linearCfg, "max_batch_size: 8", "max_batch_size: 2", 1), []string{"1"})
+	writeModel(t, root, "two", `backend: "fake"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [4] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+`+identityParam, []string{"1"})
+	fp32 := func(steps ...string) string { return ensembleCfg("TYPE_FP32", "TYPE_FP32", steps...) }
+	ok := fp32(step("lin", "IN", "OUT"))
 	cases := map[string]refusal{
-		"aok":      {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "OUT")), ""},
-		"missing":  {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("nosuch", "IN", "OUT")), "ensemble 'missing' depends on 'nosuch' which is not available"},
-		"types":    {ensembleCfg("TYPE_INT32", "TYPE_FP32", step("lin", "IN", "OUT")), "input 'INPUT__0' of step 'lin' is FP32 but ensemble tensor 'IN' is INT32"},
-		"outtype":  {ensembleCfg("TYPE_FP32", "TYPE_INT64", step("lin", "IN", "OUT")), "ensemble output 'OUT' is INT64 but step 'lin' produces FP32"},
-		"flowloop": {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "B", "A"), step("lin", "A", "B"), step("lin", "IN", "OUT")), "the steps form a cycle"},
-		"unmade":   {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "IN", "X")), "ensemble output 'OUT' is not produced by any step"},
-		"nosource": {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("lin", "Q", "OUT")), "reads ensemble tensor 'Q', which is neither an ensemble input nor any step's output"},
-		"batch":    {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("small", "IN", "OUT")), "ensemble batch allows maximum batch size 8, but it contains model small which only allows maximum batch size to be 2"},
-		"cyc1":     {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("cyc2", "IN", "OUT")), "ensemble 'cyc1' contains a cycle of ensembles: cyc1 -> cyc2 -> cyc1"},
-		"cyc2":     {ensembleCfg("TYPE_FP32", "TYPE_FP32", step("cyc1", "IN", "OUT")), "ensemble 'cyc2' contains a cycle of ensembles: cyc2 -> cyc1 -> cyc2"},
+		"aok":      {ok, ""},
+		"missing":  {fp32(step("nosuch", "IN", "OUT")), "ensemble 'missing' depends on 'nosuch' which is not available"},
+		"types":    {ensembleCfg("TYPE_INT32", "TYPE_FP32", step("lin", "IN", "OUT")), "in ensemble types, ensemble tensor IN: inconsistent data type: TYPE_INT32 is inferred from model types while TYPE_FP32 is inferred from model lin"},
+		"outtype":  {ensembleCfg("TYPE_FP32", "TYPE_INT64", step("lin", "IN", "OUT")), "in ensemble outtype, ensemble tensor OUT: inconsistent data type: TYPE_INT64 is inferred from model outtype while TYPE_FP32 is inferred from model lin"},
+		"inshape":  {strings.Replace(ok, "dims: [4]", "dims: [5]", 1), "in ensemble inshape, ensemble tensor IN: inconsistent shape: [-1,5] is inferred from model inshape while [-1,4] is inferred from model lin"},
+		"outshape": {strings.Replace(ok, "dims: [3]", "dims: [2]", 1), "in ensemble outshape, ensemble tensor OUT: inconsistent shape: [-1,2] is inferred from model outshape while [-1,3] is inferred from model lin"},
+		// lin makes MID [3]; the next lin reads it as its [4] input.
+		"midshape": {fp32(step("lin", "IN", "MID"), step("lin", "MID", "OUT")), "in ensemble midshape, ensemble tensor MID: inconsistent shape: [-1,3] is inferred from model lin while [-1,4] is inferred from model lin"},
+		// An ensemble that does not batch: its [5] is neither lin's [4]
+		// nor, as a full shape, lin's [-1,4] (its [4,4] would be).
+		"nbshape":  {strings.NewReplacer("max_batch_size: 8", "max_batch_size: 0", "dims: [4]", "dims: [5]").Replace(ok), "in ensemble nbshape, ensemble tensor IN: inconsistent shape: [5] is inferred from model nbshape while [-1,4] is inferred from model lin"},
+		"flowloop": {fp32(step("lin", "B", "A"), step("lin", "A", "B"), step("lin", "IN", "OUT")), "ensemble tensor 'A' is unused in ensemble 'flowloop'"},
+		"unread":   {fp32(step("lin", "IN", "OUT"), step("lin", "IN", "X")), "ensemble tensor 'X' is unused in ensemble 'unread'"},
+		"unmade":   {fp32(step("lin", "IN", "X")), "ensemble output 'OUT' for ensemble unmade' is not used"},
+		"unusedin": {fp32(step("lin", "Q", "OUT")), "ensemble input 'IN' for ensemble unusedin' is not used"},
+		"nosource": {fp32(step("lin", "IN", "X"), step("lin", "Q", "OUT")), "output 'OUT' for ensemble 'nosource' is not written: at least one of its depending tensors, 'Q', is not connected"},
+		"twice":    {fp32(step("lin", "IN", "OUT"), step("lin", "IN", "OUT")), "ensemble tensor 'OUT' can appear in an output map only once for ensemble 'twice' step 1"},
+		"unmapped": {fp32(step("two", "IN", "OUT")), "in ensemble unmapped, input INPUT__1 in model two is not mapped to any ensemble tensors"},
+		"badin":    {fp32(`{ model_name: "lin" input_map { key: "NOPE" value: "IN" } output_map { key: "OUTPUT__0" value: "OUT" } }`), "in ensemble badin, ensemble tensor IN is mapping to non-existing input NOPE in model lin"},
+		"badout":   {fp32(`{ model_name: "lin" input_map { key: "INPUT__0" value: "IN" } output_map { key: "NOPE" value: "OUT" } }`), "in ensemble badout, ensemble tensor OUT is mapped from non-existing output NOPE in model lin"},
+		"noname":   {fp32(`{ input_map { key: "INPUT__0" value: "IN" } output_map { key: "OUTPUT__0" value: "OUT" } }`), "must specify 'model_name' in step 0 of ensemble 'noname'"},
+		"noin":     {fp32(step("lin", "IN", "OUT"), `{ model_name: "lin" output_map { key: "OUTPUT__0" value: "X" } }`), "must specify 'input_map' in step 1 of ensemble 'noin'"},
+		"noout":    {fp32(`{ model_name: "lin" input_map { key: "INPUT__0" value: "IN" } }`), "must specify 'output_map' in step 0 of ensemble 'noout'"},
+		"nosteps":  {fp32(), "must specify 'step' for ensemble 'nosteps'"},
+		"nosched":  {strings.Replace(ok, "ensemble_scheduling", "# ensemble_scheduling", 1), "ensemble scheduling must be set for ensemble nosched whose platform is ensemble"},
+		"groups":   {ok + "instance_group [{ count: 2 }]\n", "instance group should not be specified for ensemble 'groups'"},
+		"optim":    {ok + "optimization { input_pinned_memory { enable: true } }\n", "optimization should not be specified for ensemble 'optim'"},
+		"warm":     {ok + `model_warmup [{ name: "w" batch_size: 1 inputs { key: "IN" value { data_type: TYPE_FP32 dims: [4] zero_data: true } } }]` + "\n", "model_warmup can not be specified for ensemble 'warm'"},
+		"withbe":   {ok + `backend: "fake"` + "\n", "Ensemble model 'withbe' must have platform type 'ensemble' and empty backend type"},
+		"notens":   {linearCfg + "ensemble_scheduling { step [" + step("lin", "INPUT__0", "OUTPUT__0") + "] }\n", "ensemble scheduling cannot be set for model 'notens' whose platform is not ensemble"},
+		"batch":    {fp32(step("small", "IN", "OUT")), "ensemble batch allows maximum batch size 8, but it contains model small which only allows maximum batch size to be 2"},
+		"cyc1":     {fp32(step("cyc2", "IN", "OUT")), "ensemble 'cyc1' contains a cycle of ensembles: cyc1 -> cyc2 -> cyc1"},
+		"cyc2":     {fp32(step("cyc1", "IN", "OUT")), "ensemble 'cyc2' contains a cycle of ensembles: cyc2 -> cyc1 -> cyc2"},
 	}
 	for name, c := range cases {
 		writeModel(t, root, name, c.cfg, []string{"1"})
 	}
 	m := newManager(t, fake.New(), true, root)
 	_ = m.LoadAll(context.Background())
-	if _, err := m.Get("aok", -1); err != nil {
+	aok, err := m.Get("aok", -1)
+	if err != nil {
 		t.Fatalf("a valid ensemble should load after its model: %v", err)
+	}
+	if aok.Config.GetInstanceGroup() != nil || aok.Config.GetOptimization() != nil {
+		t.Errorf("the ensemble's served config has instance groups %v, optimization %v; Triton's has neither", aok.Config.GetInstanceGroup(), aok.Config.GetOptimization())
 	}
 	delete(cases, "aok")
 	wantRefused(t, m, cases)
@@ -205,7 +242,9 @@ func TestUnloadModelWithDependents(t *testing.T) {
 	root := t.TempDir()
 	writeModel(t, root, "shared", linearCfg, []string{"1"})
 	writeModel(t, root, "own", linearCfg, []string{"1"})
-	writeModel(t, root, "ens1", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("shared", "IN", "A"), step("own", "IN", "OUT")), []string{"1"})
+	// ens1's second output, A, comes from shared (Triton refuses a tensor no step reads and no output is).
+	ens1 := strings.Replace(ensembleCfg("TYPE_FP32", "TYPE_FP32", step("shared", "IN", "A"), step("own", "IN", "OUT")), `dims: [3] }]`, `dims: [3] }, { name: "A" data_type: TYPE_FP32 dims: [3] }]`, 1)
+	writeModel(t, root, "ens1", ens1, []string{"1"})
 	writeModel(t, root, "ens2", ensembleCfg("TYPE_FP32", "TYPE_FP32", step("shared", "IN", "OUT")), []string{"1"})
 	m := newManager(t, fake.New(), true, root)
 	ctx := context.Background()

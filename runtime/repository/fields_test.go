@@ -44,11 +44,12 @@ max_batch_size: 0
 input [{ name: "IN" data_type: TYPE_FP32 dims: [-1, 2, 3] reshape { shape: [-1, 6] } }]
 output [{ name: "OUT" data_type: TYPE_FP32 dims: [-1, 2, 3] reshape { shape: [-1, 6] } }]
 `+identityParam, []string{"1"})
-	// A one-element input reshaped to a scalar.
+	// A one-element input reshaped to a scalar (Triton has no dims: [];
+	// the output's -1 lets the backend's shape through).
 	writeModel(t, root, "scalar", `backend: "fake"
 max_batch_size: 2
 input [{ name: "IN" data_type: TYPE_FP32 dims: [1] reshape { shape: [] } }]
-output [{ name: "OUT" data_type: TYPE_FP32 dims: [] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [-1] }]
 `+identityParam, []string{"1"})
 	m := newManager(t, fake.New(), true, root)
 	if err := m.LoadAll(context.Background()); err != nil {
@@ -82,23 +83,53 @@ output [{ name: "OUT" data_type: TYPE_FP32 dims: [] }]
 	}
 }
 
-// TestReshapeValidation refuses reshapes with Triton's texts.
+// TestReshapeValidation refuses inputs and outputs, their dims and their
+// reshapes, with the texts of Triton's ValidateIOShape: no dims at all
+// (Triton has no scalar tensors, with or without batching), a dimension
+// of 0, an empty reshape on a model that does not batch, reshapes that do
+// not fit the dims. Each text names the tensor.
 func TestReshapeValidation(t *testing.T) {
-	for dims, want := range map[string]string{
-		"dims: [4] reshape { shape: [3] }":             "model input has different size for dims and reshape for m",
-		"dims: [4] reshape { shape: [0, 4] }":          "model input reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m",
-		"dims: [2, -1] reshape { shape: [-1] }":        "model input has different size for dims and reshape for m",
-		"dims: [-1, 4] reshape { shape: [-1, 2, -1] }": "model input has different number of variable-size dimensions for dims and reshape for m",
+	for _, c := range []struct {
+		batch   int
+		in, out string
+		want    string
+	}{
+		{0, "dims: [4] reshape { shape: [3] }", "dims: [4]", "model input 'IN' has different size for dims and reshape for m"},
+		{0, "dims: [4] reshape { shape: [0, 4] }", "dims: [4]", "model input 'IN' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m"},
+		{0, "dims: [2, -1] reshape { shape: [-1] }", "dims: [4]", "model input 'IN' has different size for dims and reshape for m"},
+		{0, "dims: [-1, 4] reshape { shape: [-1, 2, -1] }", "dims: [4]", "model input 'IN' has different number of variable-size dimensions for dims and reshape for m"},
+		{0, "dims: [4]", "dims: [2] reshape { shape: [3] }", "model output 'OUT' has different size for dims and reshape for m"},
+		{0, "dims: []", "dims: [4]", "model input 'IN' must specify 'dims' for m"},
+		{4, "dims: []", "dims: [4]", "model input 'IN' must specify 'dims' for m"},
+		{4, "dims: [4]", "dims: []", "model output 'OUT' must specify 'dims' for m"},
+		{4, "dims: [] reshape { shape: [] }", "dims: [4]", "model input 'IN' must specify 'dims' for m"},
+		{0, "dims: [1] reshape { shape: [] }", "dims: [4]", "model input 'IN' cannot have empty reshape for non-batching model as scalar tensors are not supported for m"},
+		{0, "dims: [4]", "dims: [1] reshape { shape: [] }", "model output 'OUT' cannot have empty reshape for non-batching model as scalar tensors are not supported for m"},
+		{4, "dims: [4, 0]", "dims: [4]", "model input 'IN' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m"},
+		{0, "dims: [4]", "dims: [-2]", "model output 'OUT' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m"},
+		{0, "dims: [4]", "dims: [4] data_type: TYPE_INVALID", "model output 'OUT' must specify 'data_type' for m"},
+		{0, "dims: [4]", "dims: [4]", ""},
 	} {
+		out := c.out
+		if !strings.Contains(out, "data_type") {
+			out += " data_type: TYPE_FP32"
+		}
 		root := t.TempDir()
 		writeModel(t, root, "m", fmt.Sprintf(`backend: "fake"
-max_batch_size: 0
+max_batch_size: %d
 input [{ name: "IN" data_type: TYPE_FP32 %s }]
-output [{ name: "OUT" data_type: TYPE_FP32 dims: [4] }]
-`, dims), []string{"1"})
+output [{ name: "OUT" %s }]
+`, c.batch, c.in, out), []string{"1"})
 		m := newManager(t, fake.New(), true, root)
-		if err := m.LoadAll(context.Background()); err == nil || !strings.HasSuffix(err.Error(), want) {
-			t.Errorf("%s: %v\nwant ...%s", dims, err, want)
+		err := m.LoadAll(context.Background())
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("a valid model is refused: %v", err)
+			}
+			continue
+		}
+		if err == nil || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("max_batch_size %d, input %s, output %s: %v\nwant ...%s", c.batch, c.in, c.out, err, c.want)
 		}
 	}
 }
@@ -146,8 +177,21 @@ instance_group [{ kind: KIND_MODEL }]
 `, []string{"1"})
 	writeModel(t, root, "cpu_gpus", linearCfg+"instance_group [{ kind: KIND_CPU gpus: [0] }]", []string{"1"})
 	writeModel(t, root, "auto_gpus", linearCfg+"instance_group [{ name: \"g\" gpus: [1] }]", []string{"1"})
+	writeModel(t, root, "nogroup", linearCfg, []string{"1"})
+	writeModel(t, root, "groups", linearCfg+"instance_group [{ name: \"a\" }, { count: 2 }]", []string{"1"})
 	m := newManager(t, fake.New(), true, root)
 	_ = m.LoadAll(context.Background())
+	// Triton's NormalizeInstanceGroup: the group it adds is named after the
+	// model; a group given without a name is <model>_<its index>.
+	for name, want := range map[string]string{"nogroup": "[nogroup:1]", "groups": "[a:1 groups_1:2]"} {
+		var got []string
+		for _, g := range mustGet(t, m, name).Config.GetInstanceGroup() {
+			got = append(got, fmt.Sprintf("%s:%d", g.GetName(), g.GetCount()))
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s: instance groups %v, want %s", name, got, want)
+		}
+	}
 	cfg := mustGet(t, m, "pinned").Config
 	if cfg.GetOptimization().GetInputPinnedMemory().GetEnable() || !cfg.GetOptimization().GetOutputPinnedMemory().GetEnable() {
 		t.Errorf("pinned memory: %v", cfg.GetOptimization())

@@ -24,6 +24,7 @@ func FuzzLoadConfig(f *testing.F) {
 		strings.Replace(linearCfg, "max_batch_size: 8", "max_batch_size: 2147483647", 1),
 		`backend: "fake" input [{ name: "a" data_type: TYPE_STRING dims: [-1] }] output [{ name: "a" data_type: TYPE_STRING dims: [-1] }] parameters { key: "fake_mode" value { string_value: "identity" } }`,
 		"name: \"m\"\ninput [{",
+		ensembleCfg("TYPE_FP32", "TYPE_FP32", step("x", "IN", "A"), step("x", "A", "B"), step("x", "B", "OUT")),
 	} {
 		f.Add(s)
 	}

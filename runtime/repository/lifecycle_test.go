@@ -2,9 +2,12 @@ package repository
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +192,198 @@ func TestStuckUnloadDoesNotBlockOtherLoads(t *testing.T) {
 		t.Fatal("the stuck request was never answered")
 	}
 	_ = mgr.Close(ctx)
+}
+
+// gatedCompleter serves the fake backend's models and holds each
+// auto-completion, the first step of a load, until open is called: a
+// first load in progress, before the manager knows the model. The first
+// auto-completion reports on entered.
+type gatedCompleter struct {
+	*fake.Backend
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedCompleter) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gatedCompleter) AutoComplete(ctx context.Context, _ backend.AutoCompleteRequest) ([]byte, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.release:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// logSignal is a log handler that reports on seen the first record whose
+// message is msg.
+type logSignal struct {
+	msg  string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logSignal) WithGroup(string) slog.Handler      { return h }
+
+// gatedManager serves root with a gatedCompleter (auto-completion on) and
+// reports on the returned signal when a load or unload waits for another
+// one of the same model.
+func gatedManager(t *testing.T, root string) (*Manager, *gatedCompleter, *logSignal) {
+	t.Helper()
+	g := &gatedCompleter{Backend: fake.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	waits := &logSignal{msg: "waiting for another load or unload of the model", seen: make(chan struct{})}
+	m, err := New(Options{Repositories: []string{root}, Backends: map[string]backend.Backend{"fake": g}, Logger: slog.New(waits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	t.Cleanup(g.open) // first: a test that fails while a load is held does not hang in Close
+	return m, g, waits
+}
+
+// TestUnloadWaitsForFirstLoad: an unload of a model whose first load is in
+// progress (the model not known yet) returned "no version is available"
+// at once and the load then left the model serving. As Triton serializes
+// the loads and unloads of a model, the unload waits for the load and then
+// unloads the model.
+func TestUnloadWaitsForFirstLoad(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "lin", linearCfg, []string{"1"})
+	m, g, waits := gatedManager(t, root)
+	ctx := context.Background()
+	loaded := make(chan error, 1)
+	go func() { loaded <- m.Load(ctx, "lin") }()
+	<-g.entered
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- m.Unload(ctx, "lin") }()
+	select {
+	case err := <-unloaded:
+		t.Fatalf("the unload returned while the first load was in progress: %v", err)
+	case <-waits.seen:
+	}
+	g.open()
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-unloaded; err != nil {
+		t.Fatalf("the unload after the load: %v", err)
+	}
+	if _, err := m.Get("lin", -1); err == nil {
+		t.Fatal("the model serves after its unload")
+	}
+	if vs, _, _ := m.Versions("lin"); len(vs) != 1 || vs[0].State != Unavailable || vs[0].Reason != "unloaded" {
+		t.Errorf("versions after the unload: %+v", vs)
+	}
+}
+
+// TestCloseWaitsForFirstLoad: Close during the first load of a model
+// unloaded the models it knew and returned, and the load then left its
+// model running. Close waits for the load, unloads what it loaded, and
+// loads that start afterwards are refused.
+func TestCloseWaitsForFirstLoad(t *testing.T) {
+	root := t.TempDir()
+	writeModel(t, root, "lin", linearCfg, []string{"1"})
+	m, g, waits := gatedManager(t, root)
+	ctx := context.Background()
+	loaded := make(chan error, 1)
+	go func() { loaded <- m.Load(ctx, "lin") }()
+	<-g.entered
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close(ctx) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned while a first load was in progress: %v", err)
+	case <-waits.seen:
+	}
+	g.open()
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := m.Get("lin", -1); err == nil {
+		t.Fatal("the model loaded during Close still serves")
+	}
+	if err := m.Load(ctx, "lin"); status.Code(err) != backend.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("a load after Close: %v, want Unavailable: shutting down", err)
+	}
+	if _, err := m.Get("lin", -1); err == nil {
+		t.Fatal("a load after Close left the model serving")
+	}
+}
+
+// TestReloadedStepRevalidatesEnsemble: a composing model reloaded with a
+// configuration its ensemble no longer fits left the ensemble READY, to
+// fail every request. As Triton reloads the ensembles downstream of a
+// model it (re)loads, the ensemble is validated again and unloaded with
+// Triton's reason; once the model fits again, its next load loads the
+// ensemble again. In poll mode and on explicit loads.
+func TestReloadedStepRevalidatesEnsemble(t *testing.T) {
+	idm := func(n int) string {
+		return fmt.Sprintf(`backend: "fake"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [%d] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [%d] }]
+`, n, n) + identityParam
+	}
+	for _, mode := range []string{"poll", "explicit"} {
+		t.Run(mode, func(t *testing.T) {
+			root := t.TempDir()
+			writeModel(t, root, "idm", idm(4), []string{"1"})
+			writeModel(t, root, "ens", strings.Replace(ensembleCfg("TYPE_FP32", "TYPE_FP32", step("idm", "IN", "OUT")), "dims: [3]", "dims: [4]", 1), []string{"1"})
+			m := newManager(t, fake.New(), true, root)
+			ctx := context.Background()
+			if err := m.LoadAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			reload := func(cfg string) {
+				t.Helper()
+				writeFile(t, filepath.Join(root, "idm", ConfigFile), cfg)
+				var err error
+				if mode == "poll" {
+					err = m.Poll(ctx)
+				} else {
+					err = m.Load(ctx, "idm")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mod, err := m.Get("idm", -1); err != nil || mod.Inputs[0].Dims[0] != mod.Outputs[0].Dims[0] {
+					t.Fatalf("idm after its reload: %v", err)
+				}
+			}
+			reload(idm(5))
+			if _, err := m.Get("ens", -1); err == nil {
+				t.Fatal("the ensemble serves after its step model changed shape")
+			}
+			want := "in ensemble ens, ensemble tensor IN: inconsistent shape: [-1,4] is inferred from model ens while [-1,5] is inferred from model idm"
+			if _, reason, _ := m.Versions("ens"); !strings.Contains(reason, want) {
+				t.Errorf("the ensemble's reason %q, want ...%s", reason, want)
+			}
+			if m.Ready() {
+				t.Error("the server counts as ready with the ensemble refused")
+			}
+			reload(idm(4))
+			if _, err := m.Get("ens", -1); err != nil {
+				t.Fatalf("the ensemble did not load again once its step model fit: %v", err)
+			}
+			if _, reason, _ := m.Versions("ens"); reason != "" {
+				t.Errorf("the ensemble's reason after it loaded again: %q", reason)
+			}
+		})
+	}
 }

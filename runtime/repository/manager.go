@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -159,6 +160,11 @@ type modelEntry struct {
 	// its step models was not available: polling loads it again, its
 	// directory unchanged, once every step model is ready.
 	awaitsSteps bool
+	// invalidSteps are the step models of an ensemble unloaded because a
+	// reload of one of them made it invalid (revalidateDependents): a
+	// later load of one of them loads it again, as Triton reloads the
+	// ensembles downstream of a model it (re)loads.
+	invalidSteps []string
 }
 
 // Manager owns the models of the repositories. It is safe for concurrent use.
@@ -173,16 +179,25 @@ type Manager struct {
 	// override.go).
 	overrides map[string][]string
 
+	// closed is set by Close: loads that have not started by then are
+	// refused, so that none leaves a model running after Close.
+	closed bool
+
 	// locks serialize the loads and unloads of one model, so that reloads
 	// do not interleave, while other models load beside it: a model stuck
 	// unloading holds only its own lock. Entries exist only for names that
-	// have a model directory.
+	// have a model directory or were loaded from override files, from the
+	// first load on, and are never removed: an entry with no model entry
+	// is a first load in progress (or one that failed before its model
+	// directory was known).
 	locksMu sync.Mutex
 	locks   map[string]*sync.Mutex
 	pollMu  sync.Mutex // one Poll at a time
 }
 
-// lockModel takes the lock of model name and returns its release.
+// lockModel takes the lock of model name and returns its release. Waiting
+// for another load or unload of the model is logged, so that one that
+// seems stuck says what it waits for.
 func (m *Manager) lockModel(name string) func() {
 	m.locksMu.Lock()
 	l := m.locks[name]
@@ -191,8 +206,19 @@ func (m *Manager) lockModel(name string) func() {
 		m.locks[name] = l
 	}
 	m.locksMu.Unlock()
-	l.Lock()
+	if !l.TryLock() {
+		m.log.Info("waiting for another load or unload of the model", "model", name)
+		l.Lock()
+	}
 	return l.Unlock
+}
+
+// lockedBefore reports whether model name has been locked by a load or
+// unload (lockModel), one in progress included.
+func (m *Manager) lockedBefore(name string) bool {
+	m.locksMu.Lock()
+	defer m.locksMu.Unlock()
+	return m.locks[name] != nil
 }
 
 // New returns a Manager; it loads nothing until LoadAll or Load.
@@ -326,7 +352,9 @@ func (m *Manager) LoadModelFiles(ctx context.Context, name string, configJSON []
 		if _, err := m.find(name); err == nil {
 			m.loadComposing(ctx, name, configJSON, nil)
 		}
-		return m.loadOne(ctx, name, configJSON)
+		err := m.loadOne(ctx, name, configJSON)
+		m.revalidateDependents(ctx, name)
+		return err
 	}
 	if configJSON == nil {
 		return backend.Errorf(backend.InvalidArg, "failed to load '%s': a config override must be given with override files", name)
@@ -338,12 +366,15 @@ func (m *Manager) LoadModelFiles(ctx context.Context, name string, configJSON []
 	if err != nil {
 		return err
 	}
-	defer m.lockModel(name)()
+	unlock := m.lockModel(name)
 	// Versions that served before keep serving from their directory, and
 	// the new one stays as long as a version loaded from it (load drops
 	// it if none did).
 	m.addOverride(name, dir)
-	return m.load(ctx, name, configJSON, dir)
+	err = m.load(ctx, name, configJSON, dir)
+	unlock()
+	m.revalidateDependents(ctx, name)
+	return err
 }
 
 // loadOne is LoadModel without the composing models.
@@ -360,9 +391,16 @@ func (m *Manager) loadOne(ctx context.Context, name string, configJSON []byte) e
 
 // load loads model name from dir, or from its directory in the
 // repositories when dir is "". Whatever the outcome, the override
-// directories no version serves from any more go afterwards.
+// directories no version serves from any more go afterwards. The caller
+// holds the model's lock.
 func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir string) error {
 	defer m.dropOverrides(name)
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return backend.Errorf(backend.Unavailable, "model '%s' not loaded: the server is shutting down", name)
+	}
 	var err error
 	if dir == "" {
 		dir, err = m.find(name)
@@ -491,11 +529,22 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 	known := m.models[name] != nil
 	m.mu.RUnlock()
 	err := func() error {
-		if known {
+		// A first load in progress has no model entry yet but holds the
+		// lock: the unload waits for it and then unloads what it loaded,
+		// as Triton serializes the loads and unloads of a model.
+		if known || m.lockedBefore(name) {
 			defer m.lockModel(name)()
 		}
 		return m.unload(ctx, name)
 	}()
+	m.unloadDependents(ctx, name)
+	return err
+}
+
+// unloadDependents unloads the loaded ensembles with a step on model name,
+// now unloaded, marking them to load again when their step models are
+// back (modelEntry.awaitsSteps).
+func (m *Manager) unloadDependents(ctx context.Context, name string) {
 	for _, ens := range m.dependentEnsembles(name) {
 		m.log.Info("unloading ensemble: it contains models that are not available", "model", ens, "unavailable", name)
 		if uerr := m.Unload(ctx, ens); uerr != nil {
@@ -503,7 +552,6 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 		}
 		m.awaitSteps(ens)
 	}
-	return err
 }
 
 // awaitSteps marks the entry of the ensemble called name as waiting for its
@@ -613,21 +661,39 @@ func (m *Manager) unload(ctx context.Context, name string) error {
 
 // Close unloads every model, all at once, within ctx (see
 // scheduler.Scheduler.Close for what happens to requests still running
-// when it ends).
+// when it ends). Loads in progress are waited for and what they loaded is
+// unloaded; loads that start afterwards are refused.
 func (m *Manager) Close(ctx context.Context) error {
-	m.mu.RLock()
-	names := make([]string, 0, len(m.models))
+	m.mu.Lock()
+	m.closed = true
+	known := make(map[string]bool, len(m.models))
 	for n := range m.models {
-		names = append(names, n)
+		known[n] = true
 	}
-	m.mu.RUnlock()
+	m.mu.Unlock()
+	// Set closed first: a load that takes its lock after the names are
+	// collected sees it and loads nothing.
+	m.locksMu.Lock()
+	names := slices.Collect(maps.Keys(m.locks))
+	m.locksMu.Unlock()
+	for n := range known {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = m.Unload(ctx, n)
+			err := m.Unload(ctx, n)
+			// A name only locked before whose load failed before the
+			// model was known has nothing to unload.
+			if !known[n] && status.Code(err) == backend.NotFound {
+				err = nil
+			}
+			errs[i] = err
 		}()
 	}
 	wg.Wait()

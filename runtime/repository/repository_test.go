@@ -136,6 +136,14 @@ func TestVersionPolicies(t *testing.T) {
 	if _, err := m.Get("nope", -1); codeOf(err) != backend.NotFound {
 		t.Errorf("Get unknown model: %v", err)
 	}
+
+	// latest with num_versions 0 selects no version: Triton's
+	// VersionsToLoad takes none, and the load is refused.
+	zero := t.TempDir()
+	writeModel(t, zero, "latest0", linearCfg+"version_policy { latest { num_versions: 0 } }", all)
+	m = newManager(t, fake.New(), true, zero)
+	_ = m.LoadAll(context.Background())
+	wantRefused(t, m, map[string]refusal{"latest0": {want: "at least one version must be available under the version policy of model 'latest0'"}})
 }
 
 func slicesEqual(a, b []int64) bool {

@@ -17,29 +17,29 @@ type reshapes struct {
 	any     bool
 }
 
-// validateReshape checks a tensor's reshape as Triton's ValidateIOShape
-// does, with its texts (prefix "model input " or "model output ", the
-// caller appends " for <model>"): dimensions >= 1 or -1, the same element
-// count as dims (an empty reshape for dims of one element), and with
-// variable dimensions the same number of them and equal counts between
-// them.
-func validateReshape(kind string, dims, shape []int64) error {
+// validateReshape checks the reshape of tensor name as Triton's
+// ValidateIOShape does, with its texts (prefix "model input 'name' " or
+// "model output 'name' ", the caller appends " for <model>"): dimensions
+// >= 1 or -1, the same element count as dims (an empty reshape for dims of
+// one element), and with variable dimensions the same number of them and
+// equal counts between them.
+func validateReshape(kind, name string, dims, shape []int64) error {
 	for _, d := range shape {
 		if d < 1 && d != -1 {
-			return fmt.Errorf("model %s reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension", kind)
+			return fmt.Errorf("model %s '%s' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension", kind, name)
 		}
 	}
 	dn, rn := elementCount(dims), elementCount(shape)
 	if dn != rn && (rn != 0 || dn != 1) {
-		return fmt.Errorf("model %s has different size for dims and reshape", kind)
+		return fmt.Errorf("model %s '%s' has different size for dims and reshape", kind, name)
 	}
 	if dn == -1 {
 		a, b := trunks(dims), trunks(shape)
 		if len(a) != len(b) {
-			return fmt.Errorf("model %s has different number of variable-size dimensions for dims and reshape", kind)
+			return fmt.Errorf("model %s '%s' has different number of variable-size dimensions for dims and reshape", kind, name)
 		}
 		if !slices.Equal(a, b) {
-			return fmt.Errorf("model %s has different size for dims and reshape", kind)
+			return fmt.Errorf("model %s '%s' has different size for dims and reshape", kind, name)
 		}
 	}
 	return nil
@@ -86,7 +86,7 @@ func newReshapes(cfg *modelconfig.ModelConfig, inputs, outputs []backend.TensorS
 			continue
 		}
 		shape := append([]int64{}, in.GetReshape().GetShape()...) // non-nil: an empty reshape is a scalar
-		if err := validateReshape("input", in.GetDims(), shape); err != nil {
+		if err := validateReshape("input", in.GetName(), in.GetDims(), shape); err != nil {
 			return nil, nil, nil, fmt.Errorf("%w for %s", err, cfg.GetName())
 		}
 		if !r.any {
@@ -100,7 +100,7 @@ func newReshapes(cfg *modelconfig.ModelConfig, inputs, outputs []backend.TensorS
 			continue
 		}
 		shape := append([]int64{}, out.GetReshape().GetShape()...)
-		if err := validateReshape("output", out.GetDims(), shape); err != nil {
+		if err := validateReshape("output", out.GetName(), out.GetDims(), shape); err != nil {
 			return nil, nil, nil, fmt.Errorf("%w for %s", err, cfg.GetName())
 		}
 		if !r.any {
