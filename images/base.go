@@ -181,8 +181,9 @@ type ociLayer struct{ v1.Layer }
 func (ociLayer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
 
 // rootfsBase turns a root filesystem tarball (plain or gzip) into a single
-// base layer. Its content is kept byte for byte; a plain tar is compressed
-// with the fixed gzip header used for every layer.
+// base layer. Its content is kept byte for byte (a gzip file's members, see
+// gzipMembers); a plain tar is compressed with the fixed gzip header used
+// for every layer.
 func rootfsBase(ctx context.Context, o *Options, file string, store *layerStore) (*baseImage, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -208,17 +209,14 @@ func rootfsBase(ctx context.Context, o *Options, file string, store *layerStore)
 	out := bufio.NewWriterSize(io.MultiWriter(tmp, comp), 1<<20)
 	var tarStream io.Reader
 	if gzipped {
-		// Keep the compressed bytes; hash the decompressed stream too.
-		src := io.TeeReader(br, out)
-		zr, err := gzip.NewReader(src)
+		// Keep exactly the compressed members; hash the decompressed
+		// stream too.
+		zr, err := newGzipMembers(br, out)
 		if err != nil {
 			return nil, &BaseError{Base: file, Err: err}
 		}
 		tarStream = io.TeeReader(zr, uncomp)
 		if err := checkTar(ctx, tarStream); err != nil {
-			return nil, &BaseError{Base: file, Err: err}
-		}
-		if _, err := io.Copy(io.Discard, src); err != nil { // bytes after the last gzip member
 			return nil, &BaseError{Base: file, Err: err}
 		}
 	} else {
@@ -252,6 +250,113 @@ func rootfsBase(ctx context.Context, o *Options, file string, store *layerStore)
 	}
 	tmp = nil
 	return &baseImage{layers: []v1.Layer{&fileLayer{path: dst, info: info}}, usizes: []int64{info.USize}}, nil
+}
+
+// gzipMembers reads the members of a gzip file one after the other as one
+// stream, as gzip's multistream mode does, and copies the compressed bytes
+// it consumes to keep, so that keep receives exactly the members. What
+// follows the last member may be NUL padding (a tape's blocking, dd to a
+// block size), which GNU gzip skips without a word ("decompression OK,
+// trailing zero bytes ignored" only with --verbose); it is read and left
+// out of keep, because a layer blob must hold nothing after its gzip data:
+// containerd reads a layer's decompressed stream to its end, and Go's gzip
+// reader, in containerd and here, takes the padding for a broken member
+// header. Other bytes there are an error, as they are to gzip (a warning
+// and exit status 2, "trailing garbage ignored", which fails tar -xz).
+type gzipMembers struct {
+	src *bufio.Reader
+	in  *teeByteReader
+	zr  *gzip.Reader
+}
+
+func newGzipMembers(src *bufio.Reader, keep *bufio.Writer) (*gzipMembers, error) {
+	g := &gzipMembers{src: src, in: &teeByteReader{r: src, w: keep}}
+	zr, err := gzip.NewReader(g.in)
+	if err != nil {
+		return nil, err
+	}
+	zr.Multistream(false)
+	g.zr = zr
+	return g, nil
+}
+
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		n, err := g.zr.Read(p)
+		if !errors.Is(err, io.EOF) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the member's end comes back on the next call
+		}
+		// A member ended: another follows, or padding, or nothing.
+		next, perr := g.src.Peek(2)
+		switch {
+		case len(next) == 0 && errors.Is(perr, io.EOF):
+			return 0, io.EOF
+		case len(next) == 0:
+			return 0, perr
+		case len(next) == 2 && next[0] == 0x1f && next[1] == 0x8b:
+			if err := g.zr.Reset(g.in); err != nil {
+				return 0, fmt.Errorf("gzip member at byte %d: %w", g.in.n, err)
+			}
+			g.zr.Multistream(false)
+		default:
+			return 0, g.padding()
+		}
+	}
+}
+
+// padding reads what follows the last member, without keeping it, and
+// returns io.EOF when it is all NUL bytes.
+func (g *gzipMembers) padding() error {
+	end := g.in.n
+	off := end
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := g.src.Read(buf)
+		for i, b := range buf[:n] {
+			if b != 0 {
+				return fmt.Errorf("gzip data ends at byte %d and is followed by bytes other than NUL padding (byte %d is %#02x)", end, off+int64(i), b)
+			}
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// teeByteReader copies what is read from r to w and counts it. Being an
+// io.ByteReader, the gzip reader reads through it without buffering ahead,
+// so it stops at the exact end of a member.
+type teeByteReader struct {
+	r *bufio.Reader
+	w *bufio.Writer
+	n int64
+}
+
+func (t *teeByteReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.n += int64(n)
+		if _, werr := t.w.Write(p[:n]); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+func (t *teeByteReader) ReadByte() (byte, error) {
+	b, err := t.r.ReadByte()
+	if err != nil {
+		return b, err
+	}
+	t.n++
+	return b, t.w.WriteByte(b)
 }
 
 // checkTar reads a whole tar stream, failing if it is not a tar archive.

@@ -30,6 +30,11 @@ const (
 	baseLayerLabel = "base-libraries"
 	sbomLayerLabel = "sbom"
 	modelsLabel    = "models"
+	homeLabel      = "home"
+	// homeDir is HOME in the image: the home of the user DefaultUser names.
+	// The python backend keeps its stub files and extracted envs in the
+	// user cache directory below it, so it must exist and be the user's.
+	homeDir = "/home/triton"
 )
 
 // Options describe one image. Only Trees is required.
@@ -38,13 +43,19 @@ type Options struct {
 	// Prefix is where every tree is laid out in the image (DefaultPrefix).
 	Prefix string
 	// ModelRepository, when set, is a host directory copied to /models in
-	// its own layer.
+	// its own layer. Symlinks inside it that stay inside it are kept;
+	// one leading out of it (an absolute target, or a relative one
+	// climbing out) is replaced by a copy of the file or directory it
+	// leads to, which the image would not have otherwise.
 	ModelRepository string
 
 	// Base is "" or "scratch" (an empty image plus a layer holding the host
-	// shared libraries the trees need, /etc/passwd, /etc/group and /tmp), a
-	// rootfs tarball (.tar or .tar.gz), an OCI image layout directory, or a
-	// registry reference. Only the scratch base gets host libraries.
+	// shared libraries the trees need, /etc/passwd, /etc/group, /tmp and
+	// the user's home /home/triton), a rootfs tarball (.tar or .tar.gz,
+	// NUL padding after the gzip data accepted and left out), an OCI image
+	// layout directory, or a registry reference. Only the scratch base
+	// gets host libraries; on the others a small layer adds /home/triton
+	// owned by 1000:1000, since HOME names it.
 	Base string
 	// Insecure allows plain HTTP for a registry Base.
 	Insecure bool
@@ -81,8 +92,12 @@ type Options struct {
 	AllowMissingLibraries bool
 
 	// CacheDir keeps written layers keyed by a fingerprint of their content
-	// listing, so assembling an unchanged tree again reuses its layer. When
-	// empty, layers go to a temporary directory removed by Assembly.Close.
+	// listing (names, modes, sizes, and each host file's path, inode, mtime
+	// and ctime), so assembling an unchanged tree again reuses its layer
+	// without reading it. A layer whose files changed less than two seconds
+	// before waits that long before it is written, so that no later change
+	// can keep the metadata it is recorded under. When empty, layers go to
+	// a temporary directory removed by Assembly.Close.
 	CacheDir string
 	// CompressionLevel is the gzip level (gzip.DefaultCompression when 0).
 	CompressionLevel int
@@ -137,7 +152,8 @@ type Summary struct {
 }
 
 // LayerSummary describes one layer. Name is a tree name, "base-libraries",
-// "sbom", "models", or "base:<n>" for the layers of a base image.
+// "home" (on a base other than scratch), "sbom", "models", or "base:<n>"
+// for the layers of a base image.
 type LayerSummary struct {
 	Name             string
 	Digest, DiffID   v1.Hash
@@ -192,6 +208,9 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
+	if e.Second == sbomLayerLabel {
+		return fmt.Sprintf("%s is installed by %q, in the way of the image's SBOM (<prefix>/%s, written in a layer after the trees, which would hide it)", e.Path, e.First, SBOMFile)
+	}
 	return fmt.Sprintf("%s is installed by both %q and %q", e.Path, e.First, e.Second)
 }
 
@@ -204,6 +223,9 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("prefix %q: want an absolute directory below /", o.Prefix)
 	}
 	o.Prefix = path.Clean(o.Prefix)
+	if c := whiteoutComponent(o.Prefix); c != "" {
+		return fmt.Errorf("prefix %q: %q starts with %q, which an OCI layer reserves for whiteouts", o.Prefix, c, whiteoutPrefix)
+	}
 	if o.Arch == "" {
 		o.Arch = runtime.GOARCH
 	}
@@ -254,7 +276,7 @@ func (o *Options) normalize() error {
 		}
 		names[t.Name] = true
 		switch t.Name {
-		case baseLayerLabel, sbomLayerLabel, modelsLabel:
+		case baseLayerLabel, sbomLayerLabel, modelsLabel, homeLabel:
 			return fmt.Errorf("tree name %q is reserved for a layer of its own", t.Name)
 		}
 		st, err := os.Stat(t.Dir)
@@ -316,7 +338,7 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 	owner := map[string]string{}    // non-directory path -> tree
 	dirOwner := map[string]string{} // directory path -> first tree
 	for i, t := range o.Trees {
-		entries, err := walkDir(t.Dir, prefixName)
+		entries, err := walkDir(t.Dir, prefixName, false)
 		if err != nil {
 			return nil, fmt.Errorf("tree %q: %w", t.Name, err)
 		}
@@ -343,6 +365,19 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 			}
 			owner[p] = t.Name
 			fsys.tree[p] = e
+		}
+	}
+	// The SBOM layer comes after the trees: a tree's own file at its
+	// path, or a file or symlink where its directories go, would be
+	// hidden or replaced without a word.
+	sbomPath := path.Join(o.Prefix, SBOMFile)
+	for p := sbomPath; p != o.Prefix; p = path.Dir(p) {
+		first, ok := owner[p]
+		if !ok && p == sbomPath {
+			first, ok = dirOwner[p]
+		}
+		if ok {
+			return nil, &ConflictError{Path: p, First: first, Second: sbomLayerLabel}
 		}
 	}
 
@@ -387,6 +422,13 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 		if hostPkgs, err = hostPackages(ctx, c.files); err != nil {
 			return nil, err
 		}
+	} else {
+		// HOME names the user's home, which a base image need not have:
+		// without it the python backend cannot create its cache there
+		// and no python model loads. A base's own /home/triton keeps
+		// its content; the layer sets its owner and mode.
+		specs = append(specs, &layerSpec{label: homeLabel, entries: homeEntries()})
+		labels = append(labels, "tritonbuild: "+homeDir+" for user "+DefaultUser)
 	}
 	for i, s := range treeSpecs {
 		t := o.Trees[i]
@@ -403,7 +445,7 @@ func Assemble(ctx context.Context, o Options) (_ *Assembly, err error) {
 	specs = append(specs, sbomSpec)
 	labels = append(labels, "tritonbuild: SPDX SBOM at "+path.Join(o.Prefix, SBOMFile))
 	if o.ModelRepository != "" {
-		entries, err := walkDir(o.ModelRepository, cleanImagePath(ModelsPath))
+		entries, err := walkDir(o.ModelRepository, cleanImagePath(ModelsPath), true)
 		if err != nil {
 			return nil, fmt.Errorf("model repository: %w", err)
 		}
@@ -494,7 +536,7 @@ func checkEntrypoint(fsys *imageFS, o Options, c *closure) error {
 // unprivileged user 1000, its home, a world-writable sticky /tmp and the
 // model repository mount points /models and /mnt/models.
 func baseLayerSpec(c *closure) (*layerSpec, error) {
-	passwd := []byte("root:x:0:0:root:/root:/sbin/nologin\ntriton:x:1000:1000:triton:/home/triton:/sbin/nologin\n")
+	passwd := []byte("root:x:0:0:root:/root:/sbin/nologin\ntriton:x:1000:1000:triton:" + homeDir + ":/sbin/nologin\n")
 	group := []byte("root:x:0:\ntriton:x:1000:\n")
 	// These come first: finishEntries keeps the first of equal names, so
 	// host files below /tmp or /home/triton cannot turn these directories
@@ -503,8 +545,9 @@ func baseLayerSpec(c *closure) (*layerSpec, error) {
 		{name: "etc", typ: tar.TypeDir, mode: 0o755},
 		{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, size: int64(len(passwd)), data: passwd},
 		{name: "etc/group", typ: tar.TypeReg, mode: 0o644, size: int64(len(group)), data: group},
-		{name: "home", typ: tar.TypeDir, mode: 0o755},
-		{name: "home/triton", typ: tar.TypeDir, mode: 0o755, uid: 1000, gid: 1000},
+	}
+	entries = append(entries, homeEntries()...)
+	entries = append(entries, []entry{
 		{name: "root", typ: tar.TypeDir, mode: 0o700},
 		{name: "tmp", typ: tar.TypeDir, mode: 0o1777},
 		// The model repository paths of Triton's guides and of KServe
@@ -512,9 +555,12 @@ func baseLayerSpec(c *closure) (*layerSpec, error) {
 		{name: "models", typ: tar.TypeDir, mode: 0o755},
 		{name: "mnt", typ: tar.TypeDir, mode: 0o755},
 		{name: "mnt/models", typ: tar.TypeDir, mode: 0o755},
-	}
+	}...)
 	for _, d := range c.dirs {
 		name := cleanImagePath(d)
+		if err := checkName(d, name); err != nil {
+			return nil, fmt.Errorf("base libraries: %w", err)
+		}
 		entries = append(entries, parentDirs(name)...)
 		entries = append(entries, entry{name: name, typ: tar.TypeDir, mode: 0o755})
 	}
@@ -532,10 +578,20 @@ func baseLayerSpec(c *closure) (*layerSpec, error) {
 	}
 	for _, l := range c.links {
 		name := cleanImagePath(l.name)
+		if err := checkName(l.name, name); err != nil {
+			return nil, fmt.Errorf("base libraries: %w", err)
+		}
 		entries = append(entries, parentDirs(name)...)
 		entries = append(entries, entry{name: name, typ: tar.TypeSymlink, mode: 0o777, link: l.target})
 	}
 	return &layerSpec{label: baseLayerLabel, entries: finishEntries(entries)}, nil
+}
+
+// homeEntries are the user's home directory and its parent, owned as
+// /etc/passwd of the scratch base says (user 1000, group 1000).
+func homeEntries() []entry {
+	name := cleanImagePath(homeDir)
+	return append(parentDirs(name), entry{name: name, typ: tar.TypeDir, mode: 0o755, uid: 1000, gid: 1000})
 }
 
 // compose stacks the base and the written layers into the final image and
@@ -610,7 +666,7 @@ func compose(o *Options, base *baseImage, specs []*layerSpec, layers []*fileLaye
 		"PATH=" + o.Prefix + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LD_LIBRARY_PATH=" + strings.Join(libPath, ":"),
 		"TRITON_SERVER_HOME=" + o.Prefix,
-		"HOME=/home/triton",
+		"HOME=" + homeDir,
 	}, o.Env...))
 	labels := imageLabels(o, base)
 	if cfg.Config.Labels == nil {

@@ -59,7 +59,7 @@ func TestLayerTarIsDeterministic(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "a", "y.txt"), 0o600)
 	os.Chtimes(filepath.Join(dir, "a", "y.txt"), time.Now(), time.Now())
 
-	entries, err := walkDir(dir, "opt/tritonserver")
+	entries, err := walkDir(dir, "opt/tritonserver", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +495,7 @@ func closureOf(t *testing.T, tree string) *closure {
 	if err != nil || !strings.Contains(strings.ToLower(hostArch()), "x86_64") {
 		t.Skip("closure tests are written for x86_64 hosts")
 	}
-	entries, err := walkDir(tree, "opt/tritonserver")
+	entries, err := walkDir(tree, "opt/tritonserver", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +688,7 @@ func TestRootfsAndLayoutBases(t *testing.T) {
 	}
 	al, _ := a.Image.Layers()
 	bl, _ := b.Image.Layers()
-	if len(bl) != len(al)+2 { // + other + sbom
+	if len(bl) != len(al)+3 { // + home + other + sbom
 		t.Fatalf("%d layers on a %d-layer base", len(bl), len(al))
 	}
 	for i := range al {

@@ -6,8 +6,12 @@ package images
 // TRITONBUILD_REQUIRE_INTEGRATION=1 (CI, see internal/testenv).
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,5 +229,103 @@ func TestIntegrationHostPythonInScratch(t *testing.T) {
 		"import json, hashlib, ctypes; print(json.dumps({'ok': hashlib.sha256(b'x').hexdigest()[:8]}))")
 	if err != nil || strings.TrimSpace(out) != `{"ok": "2d711642"}` {
 		t.Fatalf("python in the scratch image: %v\n%s", err, out)
+	}
+}
+
+// TestIntegrationHomeOnABaseImage runs, as the image's user, what the
+// python backend does first (create os.UserCacheDir()/tritonserver, i.e.
+// $HOME/.cache/tritonserver) in an image whose base has no /home: the C
+// library of a scratch image's base layer without its /home, as a gzip
+// rootfs padded with NULs after its gzip data.
+func TestIntegrationHomeOnABaseImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping integration test in -short mode")
+	}
+	testenv.NeedTools(t, "cc")
+	d := imagestest.NewDocker(t)
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"main.c": `#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+int main(void) {
+	const char *home = getenv("HOME");
+	const char *sub[] = {"/.cache", "/.cache/tritonserver"};
+	char p[4096];
+	if (home == NULL) { puts("no HOME"); return 1; }
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof p, "%s%s", home, sub[i]);
+		if (mkdir(p, 0755) != 0 && errno != EEXIST) { printf("mkdir %s: %s\n", p, strerror(errno)); return 1; }
+	}
+	printf("created %s\n", p);
+	return 0;
+}
+`})
+	tree := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tree, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := imagestest.Run(ctx, "cc", "-o", filepath.Join(tree, "bin", "homecheck"), filepath.Join(src, "main.c")); err != nil {
+		t.Fatal(err)
+	}
+	trees := []Tree{{Name: "homecheck", Version: "1.0", Hash: "h1", Dir: tree}}
+	ep := []string{"/opt/tritonserver/bin/homecheck"}
+	scratch := assemble(t, Options{Trees: trees, Epoch: testEpoch, Entrypoint: ep, Cmd: []string{}})
+	layers, err := scratch.Image.Layers()
+	if err != nil || scratch.Summary.Layers[0].Name != baseLayerLabel {
+		t.Fatalf("scratch image layers %+v: %v", scratch.Summary.Layers, err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var rootfs bytes.Buffer
+	zw := gzip.NewWriter(&rootfs)
+	tw := tar.NewWriter(zw)
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.TrimSuffix(h.Name, "/"); n == "home" || strings.HasPrefix(n, "home/") {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rootfs.Write(make([]byte, 4096))
+	base := filepath.Join(t.TempDir(), "rootfs.tar.gz")
+	if err := os.WriteFile(base, rootfs.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	asm := assemble(t, Options{Trees: trees, Epoch: testEpoch, Base: base, Entrypoint: ep, Cmd: []string{}})
+	tag := fmt.Sprintf("tritonbuild-test/home:%d", time.Now().UnixNano())
+	tb := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteTarball(ctx, asm.Image, tb, tag, OutputOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.Load(tb)
+	out, err := d.Run(ctx, tag)
+	if err != nil || strings.TrimSpace(out) != "created /home/triton/.cache/tritonserver" {
+		t.Fatalf("docker run as %s: %v\n%s", DefaultUser, err, out)
 	}
 }
