@@ -233,13 +233,11 @@ func serve(ctx context.Context, cfg *config, log *logging.Log, bes map[string]ba
 		}
 	}
 	if cfg.allowMetrics {
-		mux := http.NewServeMux()
 		reg := metrics.NewRegistryWith(mgr, cfg.metrics, sums)
 		if py, ok := bes["python"].(*python.Backend); ok {
 			reg.MustRegister(py.Collector()) // pb_utils.MetricFamily's
 		}
-		mux.Handle("GET /metrics", metrics.Handler(reg))
-		if err := listen("Metrics Service", cfg.metricsAddress, cfg.metricsPort, mux); err != nil {
+		if err := listen("Metrics Service", cfg.metricsAddress, cfg.metricsPort, metrics.Handler(reg)); err != nil {
 			return err
 		}
 	}

@@ -49,9 +49,28 @@ func NewRegistryWith(models Models, cfg Config, sums *Summaries) *prometheus.Reg
 	return reg
 }
 
-// Handler serves reg in the Prometheus text format.
+// Handler is the metrics port as Triton serves it: GET /metrics (or
+// /metrics/) answers reg in the Prometheus text format; any other method
+// is 405 with Triton's JSON error, `{"error":"Method Not Allowed"}`; a
+// GET of any other path is 200 with an empty text/plain body, as
+// Triton's metrics server answers every path and fills only /metrics.
 func Handler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	prom := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			_, _ = w.Write([]byte(`{"error":"Method Not Allowed"}`))
+			return
+		}
+		if r.URL.Path == "/metrics" || r.URL.Path == "/metrics/" {
+			prom.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+	})
 }
 
 var modelLabels = []string{"model", "version"}

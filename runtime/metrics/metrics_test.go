@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func TestHostMetrics(t *testing.T) {
 	defer srv.Close()
 	var body string
 	for i := 0; i < 2; i++ { // the second scrape has a CPU delta to report
-		resp, err := srv.Client().Get(srv.URL)
+		resp, err := srv.Client().Get(srv.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestActiveInstances(t *testing.T) {
 	defer srv.Close()
 	active := func() string {
 		t.Helper()
-		resp, err := srv.Client().Get(srv.URL)
+		resp, err := srv.Client().Get(srv.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,5 +142,41 @@ func TestActiveInstances(t *testing.T) {
 	}
 	if n, err := strconv.Atoi(active()); err != nil || n < 1 || n > 3 {
 		t.Errorf("under load: %d active instances (%v), want 1 to 3", n, err)
+	}
+}
+
+// TestMetricsPortRoutes: the metrics port answers as Triton's does:
+// /metrics and /metrics/ serve the metrics, another method is 405 with
+// Triton's JSON error, another path 200 with nothing in it.
+func TestMetricsPortRoutes(t *testing.T) {
+	srv := httptest.NewServer(Handler(NewRegistry(noModels{})))
+	defer srv.Close()
+	do := func(method, path string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for _, p := range []string{"/metrics", "/metrics/"} {
+		if code, body, _ := do(http.MethodGet, p); code != http.StatusOK || !strings.Contains(body, "nv_cpu_utilization") {
+			t.Errorf("GET %s: %d %.80q, want 200 with the metrics", p, code, body)
+		}
+	}
+	code, body, h := do(http.MethodPost, "/metrics")
+	if code != http.StatusMethodNotAllowed || body != `{"error":"Method Not Allowed"}` || h.Get("Allow") != "GET" {
+		t.Errorf("POST /metrics: %d %q (Allow %q), want 405 {\"error\":\"Method Not Allowed\"} allowing GET", code, body, h.Get("Allow"))
+	}
+	for _, p := range []string{"/", "/metricsx", "/v2/health/live"} {
+		if code, body, _ := do(http.MethodGet, p); code != http.StatusOK || body != "" {
+			t.Errorf("GET %s: %d %q, want 200 and no body, as Triton's metrics port answers", p, code, body)
+		}
 	}
 }
