@@ -3,6 +3,7 @@ package builder
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -20,8 +21,9 @@ import (
 	"github.com/tritonbuild/tritonbuild/builder/remote"
 )
 
-// stagedProject's one recipe installs into DESTDIR in its first step, so
-// that a build stopped after it has something in its staging dir.
+// stagedProject's recipes install into DESTDIR before they can be
+// stopped, so that a stopped build has something in its staging dir:
+// staged in its first step, stagedmake in its make target "stage".
 var stagedProject = map[string]string{
 	"recipes/staged.yaml": `name: staged
 versions:
@@ -35,7 +37,15 @@ build:
       - name: rest
         run: "true"
 `,
-	"src/x": "x\n",
+	"recipes/stagedmake.yaml": `name: stagedmake
+versions:
+  - version: "1"
+    source: {local: ../src}
+build:
+  make: {}
+`,
+	"src/x":        "x\n",
+	"src/Makefile": "all: stage\nstage:\n\tmkdir -p \"$(DESTDIR)$(prefix)/share\" && cp x \"$(DESTDIR)$(prefix)/share/\"\ninstall: stage\n",
 }
 
 // A build stopped early on purpose (--until, --target) commits nothing
@@ -43,22 +53,22 @@ build:
 // for the next attempt to resume in.
 func TestStoppedBuildLeavesNoStaging(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		set  func(*Executor)
+		name, recipe string
+		set          func(*Executor)
 	}{
-		{"until a step", func(e *Executor) { e.Until = "stage" }},
-		{"targets", func(e *Executor) { e.Targets = []string{"anything"} }},
+		{"until a step", "staged", func(e *Executor) { e.Until = "stage" }},
+		{"targets", "stagedmake", func(e *Executor) { e.Targets = []string{"stage"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMiniProject(t, stagedProject)
-			m.targets = []string{"staged"}
+			m.targets = []string{tc.recipe}
 			p := m.plan(m.store)
 			ex := &Executor{Store: m.store, Jobs: 1, Out: io.Discard}
 			tc.set(ex)
-			if err := ex.Run(context.Background(), p, p.Nodes); err != nil {
-				t.Fatal(err)
+			if err := ex.Run(context.Background(), p, p.Nodes); !errors.Is(err, ErrStopped) {
+				t.Fatalf("Run: %v, want the build stopped", err)
 			}
-			k := p.Node("staged").Key()
+			k := p.Node(tc.recipe).Key()
 			if m.store.Has(k) {
 				t.Error("a stopped build committed its node")
 			}

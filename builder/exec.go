@@ -140,12 +140,52 @@ var ErrStopped = errors.New("stopped early as asked")
 // Settings.Cache.NoPush or the build stops early (Until, Targets): a tree
 // built now under the lock its build holds, one built before under the
 // node's shared lock.
+//
+// Until and Targets stop every node built here at that point, without a
+// commit (StatusStopped), and nothing that depends on a stopped node is
+// built (StatusSkipped, its Reason naming the dependency), as make and
+// Spack leave a package's dependents alone when it did not install; nodes
+// that do not depend on one are still built, and stopped in turn. Run then
+// returns an error wrapping ErrStopped that lists them. A node whose build
+// kind cannot stop where asked (a step it does not have, build-system
+// targets of a go or script build) is refused before anything runs.
 func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
 	e.stats = runStats{}
+	var errs []error
 	for _, n := range nodes {
+		if n.Status == StatusBuild {
+			errs = append(errs, e.checkStop(n))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// unbuilt are the nodes this run stopped or skipped: their trees are
+	// not in the store, so nothing may be built against them.
+	unbuilt := map[*Node]bool{}
+	var notes []string
+	for _, n := range nodes {
+		if d := unbuiltDep(n, unbuilt); d != nil {
+			what := "was skipped"
+			if d.Status == StatusStopped {
+				what = "was stopped " + e.stopPoint()
+			}
+			n.Status, n.Reason = StatusSkipped, fmt.Sprintf("skipped: it depends on %s %s, which %s", d.Name, d.Version, what)
+			unbuilt[n] = true
+			notes = append(notes, n.Name+" "+n.Version+": "+n.Reason)
+			e.printf("==> %s %s: %s\n", n.Name, n.Version, n.Reason)
+			continue
+		}
 		switch n.Status {
 		case StatusBuild, StatusRemote:
-			if err := e.buildNode(ctx, plan, n); err != nil {
+			err := e.buildNode(ctx, plan, n)
+			if errors.Is(err, ErrStopped) {
+				n.Status, n.Reason = StatusStopped, "stopped "+e.stopPoint()
+				unbuilt[n] = true
+				notes = append(notes, n.Name+" "+n.Version+": "+n.Reason)
+				continue
+			}
+			if err != nil {
 				return err
 			}
 			if n.Status != StatusCached {
@@ -159,12 +199,68 @@ func (e *Executor) Run(ctx context.Context, plan *Plan, nodes []*Node) error {
 			}
 		}
 	}
+	if len(notes) > 0 {
+		return fmt.Errorf("%w: %s", ErrStopped, strings.Join(notes, "; "))
+	}
+	return nil
+}
+
+// unbuiltDep returns a dependency of n among unbuilt, or nil.
+func unbuiltDep(n *Node, unbuilt map[*Node]bool) *Node {
+	for _, d := range n.Deps {
+		if unbuilt[d] {
+			return d
+		}
+	}
 	return nil
 }
 
 // partial reports whether builds stop before committing (--until,
 // --target).
 func (e *Executor) partial() bool { return e.Until != "" || len(e.Targets) > 0 }
+
+// stopPoint says where Until and Targets end a build, for messages.
+func (e *Executor) stopPoint() string {
+	targets := strings.Join(e.Targets, ", ")
+	switch {
+	case len(e.Targets) == 0 || e.Until == "fetch" || e.Until == "configure":
+		return "after " + e.Until + " (--until " + e.Until + ")"
+	case e.Until == "":
+		return "after building only " + targets + ", without install (--target)"
+	}
+	return "after building only " + targets + " (--until " + e.Until + ", --target)"
+}
+
+// checkStop refuses Until and Targets where n's build kind cannot honour
+// them: a step its build does not have (a typo included), or build-system
+// targets, which go and script builds do not have. Otherwise the build
+// would run past the point asked for, to no commit. A stop at fetch comes
+// before any build kind's steps.
+func (e *Executor) checkStop(n *Node) error {
+	if !e.partial() {
+		return nil
+	}
+	bs := n.Recipe.Build
+	kind := bs.System()
+	steps, targets := []string{"fetch", "configure", "build"}, true
+	switch {
+	case bs.Go != nil:
+		steps, targets = []string{"fetch", "build"}, false
+	case bs.Script != nil:
+		steps, targets = []string{"fetch"}, false
+		for _, st := range bs.Script.Steps {
+			steps = append(steps, st.Name)
+		}
+	}
+	var errs []error
+	if e.Until != "" && !slices.Contains(steps, e.Until) {
+		errs = append(errs, fmt.Errorf("--until %s: %s %s is a %s build, whose steps are %s", e.Until, n.Name, n.Version, kind, strings.Join(steps, ", ")))
+	}
+	if len(e.Targets) > 0 && !targets {
+		errs = append(errs, fmt.Errorf("--target %s: %s %s is a %s build, which has no build-system targets (--until stops it after one of its steps: %s)", strings.Join(e.Targets, " --target "), n.Name, n.Version, kind, strings.Join(steps, ", ")))
+	}
+	return errors.Join(errs...)
+}
 
 // pushing reports whether committed trees go to the cache.
 func (e *Executor) pushing() bool {
@@ -234,6 +330,11 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 		e.printf("==> %s %s: %v; building it instead\n", n.Name, n.Version, err)
 		n.Status, n.Reason = StatusBuild, "binary cache copy refused"
 	}
+	// Run checked the nodes it knew it would build; a pull that turned
+	// into a build is checked here, before it starts.
+	if err := e.checkStop(n); err != nil {
+		return err
+	}
 	start := time.Now()
 	e.printf("==> building %s %s (%s)\n", n.Name, n.Version, n.ShortHash())
 	b := &nodeBuild{
@@ -270,9 +371,10 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 	if err := b.prepareSource(ctx); err != nil {
 		return err
 	}
+	stopped := fmt.Errorf("%s %s: %w %s", n.Name, n.Version, ErrStopped, e.stopPoint())
 	if e.Until == "fetch" {
 		e.printf("    sources ready in %s (stopped after fetch)\n", b.src)
-		return fmt.Errorf("%s: %w after fetch", n.Name, ErrStopped)
+		return stopped
 	}
 	if e.Launcher != nil {
 		if b.launch, err = e.Launcher.Prepare(ctx, n, b.jobs, e.Store.StatsFile(n.Key()), b.work); err != nil {
@@ -285,7 +387,9 @@ func (e *Executor) buildNode(ctx context.Context, plan *Plan, n *Node) (err erro
 		return err
 	}
 	if partial {
-		return nil
+		// checkStop let through only stops the build kind honours, so
+		// the build system stopped where asked.
+		return stopped
 	}
 	// The tree was installed under DESTDIR at its final path; move it to
 	// staging/tree so that the commit is one rename.
@@ -789,6 +893,11 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 			return err
 		}
 	}
+	// Without a configure command there is nothing to run: the sources
+	// are as configured as they get.
+	if b.stopAfterConfigure() {
+		return nil
+	}
 	cc, cxx := b.cc, b.cxx
 	if b.launch != nil {
 		cc, cxx = b.launch.Wrap(cc, cxx)
@@ -796,6 +905,9 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 	extra := b.expandArgs(m.Args, styleShell)
 	extra = append(extra, "CC="+cc, "CXX="+cxx, "PREFIX="+b.prefix, "prefix="+b.prefix)
 	targets := b.expandArgs(m.Targets, styleShell)
+	if len(b.e.Targets) > 0 {
+		targets = b.e.Targets
+	}
 	if err := b.runWithRetry(ctx, "build", func(jobs JobPlan) error {
 		args := append([]string{"-j" + strconv.Itoa(jobs.Compile)}, targets...)
 		return b.run(ctx, "build", b.src, nil, "make", append(args, extra...)...)
@@ -803,6 +915,7 @@ func (b *nodeBuild) makeBuild(ctx context.Context, m *recipe.MakeBuild) error {
 		return err
 	}
 	if b.e.Until == "build" || len(b.e.Targets) > 0 {
+		b.e.printf("    built in %s (stopped before install)\n", b.src)
 		return nil
 	}
 	install := m.Install
@@ -926,6 +1039,7 @@ func (b *nodeBuild) script(ctx context.Context, s *recipe.ScriptBuild) error {
 			return err
 		}
 		if b.e.Until == st.Name {
+			b.e.printf("    stopped after step %s\n", st.Name)
 			return nil
 		}
 	}

@@ -2,7 +2,10 @@ package builder
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/store"
+	"github.com/tritonbuild/tritonbuild/internal/filelock"
 )
 
 // GCOptions say what GC may remove.
@@ -39,6 +43,9 @@ type GCItem struct {
 	// node is the store node whose lock guards Path (a node, staging or
 	// work dir); nil for the caches.
 	node *store.Key
+	// pyenv marks an extracted env of the server's python env cache,
+	// which its lock files guard (removePythonEnv).
+	pyenv bool
 }
 
 // GC finds what the store no longer needs: staging and work directories
@@ -49,7 +56,9 @@ type GCItem struct {
 // opts.KeepCache. Nodes being built, pulled or pushed (their lock held)
 // are skipped; a node's directory is removed under its exclusive lock,
 // taken anew when it is removed, since listing and sizing may take long.
-// With opts.Delete the items returned are those removed.
+// Python envs some server uses or extracts are skipped the same way, and
+// removed under their lock files' exclusive locks (pythonEnvBusy,
+// removePythonEnv). With opts.Delete the items returned are those removed.
 func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) {
 	var items []GCItem
 	add := func(path, why string, k store.Key) {
@@ -82,9 +91,15 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 		}
 	}
 	items = append(items, sourceLeftovers(ctx, st.Sources(), time.Now())...)
-	items = append(items, beyond(filepath.Join(st.Root, "images", "layers"), opts.KeepCache, "image layer cache beyond the size kept")...)
+	layers, _ := entriesByTime(filepath.Join(st.Root, "images", "layers")) // no layer cache, nothing to collect
+	items = append(items, beyond(layers, opts.KeepCache, "image layer cache beyond the size kept")...)
 	if opts.PythonEnvs != "" {
-		items = append(items, beyond(opts.PythonEnvs, opts.KeepCache, "python env cache beyond the size kept")...)
+		for _, it := range beyond(pythonEnvs(opts.PythonEnvs), opts.KeepCache, "python env cache beyond the size kept") {
+			if !pythonEnvBusy(it.Path) {
+				it.pyenv = true
+				items = append(items, it)
+			}
+		}
 	}
 	if !opts.Delete {
 		return items, nil
@@ -106,6 +121,9 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 // it has one; it reports false when someone took that lock since GC looked
 // (a build, a pull, a push of that node), and leaves the item alone.
 func removeItem(st *store.Store, it GCItem) (bool, error) {
+	if it.pyenv {
+		return removePythonEnv(it.Path)
+	}
 	if it.node != nil {
 		unlock, ok, err := st.TryLock(*it.node)
 		if err != nil {
@@ -207,12 +225,9 @@ func sourceLeftovers(ctx context.Context, c fetch.Cache, now time.Time) []GCItem
 	return items
 }
 
-// beyond lists the entries of a cache dir past the newest keep bytes.
-func beyond(dir string, keep int64, why string) []GCItem {
-	list, err := entriesByTime(dir)
-	if err != nil {
-		return nil
-	}
+// beyond lists the entries of a cache, oldest first, past the newest keep
+// bytes.
+func beyond(list []timedEntry, keep int64, why string) []GCItem {
 	var out []GCItem
 	var kept int64
 	for i := len(list) - 1; i >= 0; i-- {
@@ -224,6 +239,101 @@ func beyond(dir string, keep int64, why string) []GCItem {
 		out = append(out, GCItem{Path: list[i].path, Why: why, Size: size})
 	}
 	return out
+}
+
+// The server's python env cache, as runtime/python/env.go lays it out and
+// prunes it (builder cannot import the server's packages, so its names are
+// repeated here): <sha256>/ is an extracted env, complete once it holds
+// pythonEnvReady, whose modification time is the env's last use; every
+// instance using the env holds <sha256>.use shared, and its extraction
+// holds <sha256>.lock. An env is removed only while both can be locked
+// exclusively at once, its marker first (a half-removed env is then an
+// incomplete one, which its next user extracts again), and its two lock
+// files go with it. Nothing else in the directory is the cache's.
+const (
+	pythonEnvUse   = ".use"
+	pythonEnvLock  = ".lock"
+	pythonEnvReady = ".tritonbuild-env-ready"
+)
+
+// pythonEnvs lists the extracted envs of the cache dir, least recently
+// used first; its lock files are not entries.
+func pythonEnvs(dir string) []timedEntry {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var list []timedEntry
+	for _, e := range ents {
+		if _, err := hex.DecodeString(e.Name()); err != nil || len(e.Name()) != 2*sha256.Size || !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		info, err := os.Stat(filepath.Join(p, pythonEnvReady))
+		if err != nil { // incomplete: last changed when its extraction stopped
+			if info, err = e.Info(); err != nil {
+				continue
+			}
+		}
+		list = append(list, timedEntry{path: p, mod: info.ModTime().UnixNano(), dir: true})
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].mod < list[j].mod })
+	return list
+}
+
+// pythonEnvBusy reports whether a server holds the env's use or extraction
+// lock. A lock file that is not there is held by no one, and is not made
+// by looking (a dry run writes nothing); one that cannot be tried counts
+// as held.
+func pythonEnvBusy(env string) bool {
+	for _, suffix := range []string{pythonEnvUse, pythonEnvLock} {
+		if _, err := os.Lstat(env + suffix); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		unlock, ok, err := filelock.TryLock(env + suffix)
+		if err != nil || !ok {
+			return true
+		}
+		unlock()
+	}
+	return false
+}
+
+// removePythonEnv removes an extracted env and its lock files as the
+// server's pruning does, holding both locks exclusively; it reports false,
+// and leaves the env alone, when a server took one of them since GC
+// looked.
+func removePythonEnv(env string) (bool, error) {
+	var unlocks []func()
+	defer func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}()
+	for _, suffix := range []string{pythonEnvUse, pythonEnvLock} {
+		unlock, ok, err := filelock.TryLock(env + suffix)
+		if err != nil {
+			return false, fmt.Errorf("gc: python env %s: %w", env, err)
+		}
+		if !ok {
+			return false, nil
+		}
+		unlocks = append(unlocks, unlock)
+	}
+	if err := os.Remove(filepath.Join(env, pythonEnvReady)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("gc: removing python env %s: %w", env, err)
+	}
+	if err := store.RemoveTree(env); err != nil {
+		return false, fmt.Errorf("gc: removing python env %s: %w", env, err)
+	}
+	// While both are held: a server waiting for one then locks the file
+	// made anew (filelock.Remove).
+	for _, suffix := range []string{pythonEnvLock, pythonEnvUse} {
+		if err := filelock.Remove(env + suffix); err != nil {
+			return true, fmt.Errorf("gc: python env %s: %w", env, err)
+		}
+	}
+	return true, nil
 }
 
 func dirSize(p string) int64 {

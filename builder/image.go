@@ -6,10 +6,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/builder/store"
@@ -225,13 +230,116 @@ func imageKey(trees []images.Tree, req ImageRequest, epoch time.Time) (string, e
 	return hashJSON(in), nil
 }
 
+// hashModelDir identifies what the image's model layer holds: the path,
+// mode and content of every file of the repository at dir, a symlinked dir
+// itself walked as the images package walks it. The images package copies
+// what a link leading out of the repository leads to, so a change there
+// changes the image: the key follows every link that leads somewhere to
+// what it leads to (recording the link's text too), which covers those
+// without repeating the images package's rule of which links leave. A
+// link within the repository stays a link in the image, and what it leads
+// to is hashed where it is as well, so following it only costs a walk:
+// the content of each file is read once. A link to a directory being
+// walked (a loop) and a dangling one are recorded by their text alone.
 func hashModelDir(dir string) (string, error) {
-	m, err := store.BuildManifest(dir)
+	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(m.Digest))
-	return hex.EncodeToString(sum[:]), nil
+	h := &modelHasher{sum: sha256.New(), digests: map[fileID]string{}}
+	h.enc = json.NewEncoder(h.sum)
+	if err := h.walk(root, "", []string{root}); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.sum.Sum(nil)), nil
+}
+
+// modelHasher streams the entries of hashModelDir into one digest.
+type modelHasher struct {
+	sum     hash.Hash
+	enc     *json.Encoder
+	digests map[fileID]string // file content already read, by identity
+}
+
+// fileID is a file's identity on the host: a file reached through several
+// links is read once.
+type fileID struct{ dev, ino uint64 }
+
+// walk hashes the entries of the real directory dir under the name rel;
+// open are the real directories being walked, outermost first.
+func (h *modelHasher) walk(dir, rel string, open []string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p, name := filepath.Join(dir, e.Name()), path.Join(rel, e.Name())
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fe := store.FileEntry{Path: name, Mode: info.Mode() & (fs.ModeType | fs.ModePerm)}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if fe.Link, err = os.Readlink(p); err != nil {
+				return err
+			}
+			target, err := os.Stat(p)
+			if err != nil { // dangling: the image carries the link
+				if err := h.enc.Encode(fe); err != nil {
+					return err
+				}
+				continue
+			}
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return fmt.Errorf("resolving link %s: %w", p, err)
+			}
+			if target.IsDir() && slices.Contains(open, real) {
+				if err := h.enc.Encode(fe); err != nil {
+					return err
+				}
+				continue
+			}
+			p, info = real, target
+			fe.Mode = info.Mode() & (fs.ModeType | fs.ModePerm)
+		}
+		switch {
+		case info.Mode().IsRegular():
+			fe.Size = info.Size()
+			if fe.SHA256, err = h.digest(p, info); err != nil {
+				return err
+			}
+		case info.IsDir():
+		default:
+			return fmt.Errorf("%s: unsupported file type %s in a model repository", p, info.Mode().Type())
+		}
+		if err := h.enc.Encode(fe); err != nil {
+			return err
+		}
+		if info.IsDir() {
+			if err := h.walk(p, name, append(open, p)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// digest is the sha256 of the regular file p, read once per run.
+func (h *modelHasher) digest(p string, info fs.FileInfo) (string, error) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return store.FileSHA256(p)
+	}
+	id := fileID{uint64(st.Dev), st.Ino}
+	if d, ok := h.digests[id]; ok {
+		return d, nil
+	}
+	d, err := store.FileSHA256(p)
+	if err == nil {
+		h.digests[id] = d
+	}
+	return d, err
 }
 
 func tagOnly(ref string) string {

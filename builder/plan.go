@@ -31,6 +31,12 @@ const (
 	// hash: Plan.AskCache sets it, and the executor pulls the tree instead
 	// of building it.
 	StatusRemote Status = "cached (remote)"
+	// StatusStopped and StatusSkipped are set by Executor.Run when a
+	// build stops early on purpose (--until, --target): the stopped node
+	// committed nothing, and a skipped node was not built because a node
+	// it depends on was stopped or skipped. Neither is in the store.
+	StatusStopped Status = "stopped"
+	StatusSkipped Status = "skipped"
 )
 
 // Node is one recipe at one version with resolved options.
