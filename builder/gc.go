@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/tritonbuild/tritonbuild/builder/fetch"
 	"github.com/tritonbuild/tritonbuild/builder/store"
-	"github.com/tritonbuild/tritonbuild/internal/filelock"
+	"github.com/tritonbuild/tritonbuild/internal/envcache"
 )
 
 // GCOptions say what GC may remove.
@@ -57,7 +56,7 @@ type GCItem struct {
 // are skipped; a node's directory is removed under its exclusive lock,
 // taken anew when it is removed, since listing and sizing may take long.
 // Python envs some server uses or extracts are skipped the same way, and
-// removed under their lock files' exclusive locks (pythonEnvBusy,
+// removed under their lock files' exclusive locks (envcache.Busy,
 // removePythonEnv). With opts.Delete the items returned are those removed.
 func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) {
 	var items []GCItem
@@ -95,7 +94,7 @@ func GC(ctx context.Context, st *store.Store, opts GCOptions) ([]GCItem, error) 
 	items = append(items, beyond(layers, opts.KeepCache, "image layer cache beyond the size kept")...)
 	if opts.PythonEnvs != "" {
 		for _, it := range beyond(pythonEnvs(opts.PythonEnvs), opts.KeepCache, "python env cache beyond the size kept") {
-			if !pythonEnvBusy(it.Path) {
+			if !envcache.Busy(it.Path) {
 				it.pyenv = true
 				items = append(items, it)
 			}
@@ -241,21 +240,6 @@ func beyond(list []timedEntry, keep int64, why string) []GCItem {
 	return out
 }
 
-// The server's python env cache, as runtime/python/env.go lays it out and
-// prunes it (builder cannot import the server's packages, so its names are
-// repeated here): <sha256>/ is an extracted env, complete once it holds
-// pythonEnvReady, whose modification time is the env's last use; every
-// instance using the env holds <sha256>.use shared, and its extraction
-// holds <sha256>.lock. An env is removed only while both can be locked
-// exclusively at once, its marker first (a half-removed env is then an
-// incomplete one, which its next user extracts again), and its two lock
-// files go with it. Nothing else in the directory is the cache's.
-const (
-	pythonEnvUse   = ".use"
-	pythonEnvLock  = ".lock"
-	pythonEnvReady = ".tritonbuild-env-ready"
-)
-
 // pythonEnvs lists the extracted envs of the cache dir, least recently
 // used first; its lock files are not entries.
 func pythonEnvs(dir string) []timedEntry {
@@ -269,7 +253,7 @@ func pythonEnvs(dir string) []timedEntry {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		info, err := os.Stat(filepath.Join(p, pythonEnvReady))
+		info, err := os.Stat(filepath.Join(p, envcache.ReadyMarker))
 		if err != nil { // incomplete: last changed when its extraction stopped
 			if info, err = e.Info(); err != nil {
 				continue
@@ -281,59 +265,15 @@ func pythonEnvs(dir string) []timedEntry {
 	return list
 }
 
-// pythonEnvBusy reports whether a server holds the env's use or extraction
-// lock. A lock file that is not there is held by no one, and is not made
-// by looking (a dry run writes nothing); one that cannot be tried counts
-// as held.
-func pythonEnvBusy(env string) bool {
-	for _, suffix := range []string{pythonEnvUse, pythonEnvLock} {
-		if _, err := os.Lstat(env + suffix); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		unlock, ok, err := filelock.TryLock(env + suffix)
-		if err != nil || !ok {
-			return true
-		}
-		unlock()
-	}
-	return false
-}
-
 // removePythonEnv removes an extracted env and its lock files as the
-// server's pruning does, holding both locks exclusively; it reports false,
-// and leaves the env alone, when a server took one of them since GC
-// looked.
+// server's pruning does (envcache.Remove); it reports false, and leaves
+// the env alone, when a server took one of its locks since GC looked.
 func removePythonEnv(env string) (bool, error) {
-	var unlocks []func()
-	defer func() {
-		for _, u := range unlocks {
-			u()
-		}
-	}()
-	for _, suffix := range []string{pythonEnvUse, pythonEnvLock} {
-		unlock, ok, err := filelock.TryLock(env + suffix)
-		if err != nil {
-			return false, fmt.Errorf("gc: python env %s: %w", env, err)
-		}
-		if !ok {
-			return false, nil
-		}
-		unlocks = append(unlocks, unlock)
+	removed, err := envcache.Remove(env, false)
+	if err != nil {
+		return removed, fmt.Errorf("gc: removing python env %s: %w", env, err)
 	}
-	if err := os.Remove(filepath.Join(env, pythonEnvReady)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("gc: removing python env %s: %w", env, err)
-	}
-	if err := store.RemoveTree(env); err != nil {
-		return false, fmt.Errorf("gc: removing python env %s: %w", env, err)
-	}
-	// While both are held: a server waiting for one then locks the file
-	// made anew (filelock.Remove).
-	for _, suffix := range []string{pythonEnvLock, pythonEnvUse} {
-		if err := filelock.Remove(env + suffix); err != nil {
-			return true, fmt.Errorf("gc: python env %s: %w", env, err)
-		}
-	}
-	return true, nil
+	return removed, nil
 }
 
 func dirSize(p string) int64 {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/internal/archive"
+	"github.com/tritonbuild/tritonbuild/internal/envcache"
 	"github.com/tritonbuild/tritonbuild/internal/filelock"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
@@ -33,17 +34,6 @@ const EnvPathParameter = "EXECUTION_ENV_PATH"
 
 // modelDirVariable expands to the model's directory in EnvPathParameter.
 const modelDirVariable = "$$TRITON_MODEL_DIRECTORY"
-
-// readyMarker is written into an extracted env once it is complete (all
-// files, link check and conda-unpack done); a directory without it is a
-// leftover of an interrupted extraction and is redone.
-const readyMarker = ".tritonbuild-env-ready"
-
-// useSuffix names the lock file whose shared holders use the extracted
-// env beside it: every instance (and auto-completion stub) of every
-// server sharing the cache holds it while its stub may run, and pruning
-// removes an env only when it can lock that file exclusively at once.
-const useSuffix = ".use"
 
 // execEnv is a usable python environment.
 type execEnv struct {
@@ -205,7 +195,7 @@ func (r *envResolver) unpack(ctx context.Context, model, packed string, st fs.Fi
 	}
 	// Taken before the env is looked at, so that pruning (which holds it
 	// exclusively while it removes an env) never removes it from under us.
-	release, err := filelock.Shared(ctx, dir+useSuffix)
+	release, err := filelock.Shared(ctx, dir+envcache.UseSuffix)
 	if err != nil {
 		return nil, fmt.Errorf("python env cache: %w", err)
 	}
@@ -229,7 +219,7 @@ func (r *envResolver) unpackInUse(ctx context.Context, model, packed, digest, di
 	}
 	// The lock serialises instances of one server as well as separate
 	// servers sharing the cache.
-	unlock, err := filelock.Lock(ctx, dir+".lock")
+	unlock, err := filelock.Lock(ctx, dir+envcache.LockSuffix)
 	if err != nil {
 		return nil, false, fmt.Errorf("python env cache: %w", err)
 	}
@@ -271,7 +261,7 @@ func (r *envResolver) unpackInUse(ctx context.Context, model, packed, digest, di
 	// The marker records the root and the env's size, which pruning
 	// counts; its modification time is the env's last use.
 	rel, _ := filepath.Rel(dir, root)
-	if err := os.WriteFile(filepath.Join(dir, readyMarker), fmt.Appendf(nil, "%s\n%d\n", rel, treeSize(dir)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, envcache.ReadyMarker), fmt.Appendf(nil, "%s\n%d\n", rel, treeSize(dir)), 0o644); err != nil {
 		return fail("extract", err)
 	}
 	r.log.Info("python env ready", "model", model, "archive", packed, "root", root, "took", time.Since(start).Round(time.Millisecond))
@@ -313,9 +303,9 @@ func (r *envResolver) cachedEnvs() []cachedEnv {
 		}
 		dir := filepath.Join(r.cacheDir, e.Name())
 		c := cachedEnv{digest: e.Name(), size: -1}
-		if st, err := os.Stat(filepath.Join(dir, readyMarker)); err == nil {
+		if st, err := os.Stat(filepath.Join(dir, envcache.ReadyMarker)); err == nil {
 			c.used = st.ModTime()
-			if data, err := os.ReadFile(filepath.Join(dir, readyMarker)); err == nil {
+			if data, err := os.ReadFile(filepath.Join(dir, envcache.ReadyMarker)); err == nil {
 				if _, size, ok := strings.Cut(strings.TrimSpace(string(data)), "\n"); ok {
 					if n, err := strconv.ParseInt(strings.TrimSpace(size), 10, 64); err == nil {
 						c.size = n
@@ -384,35 +374,7 @@ func (r *envResolver) prune(keep string) {
 // or extracts it now (removed false otherwise); with locksOnly, only if
 // the env's directory is gone.
 func (r *envResolver) remove(digest string, locksOnly bool) (removed bool, err error) {
-	dir := filepath.Join(r.cacheDir, digest)
-	unuse, ok, err := filelock.TryLock(dir + useSuffix)
-	if err != nil || !ok {
-		return false, err
-	}
-	defer unuse()
-	unlock, ok, err := filelock.TryLock(dir + ".lock")
-	if err != nil || !ok {
-		return false, err
-	}
-	defer unlock()
-	if _, err := os.Lstat(dir); locksOnly && !errors.Is(err, fs.ErrNotExist) {
-		return false, nil // extracted again since the caller looked
-	}
-	// The marker first: a half-removed env is then an incomplete one,
-	// which the next user extracts again.
-	if err := os.Remove(filepath.Join(dir, readyMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return true, err
-	}
-	// The two lock files go too, while both are held (each waiter for them
-	// then starts again on a new file), or every archive ever used would
-	// leave two behind.
-	if err := filelock.Remove(dir + ".lock"); err != nil {
-		return true, err
-	}
-	return true, filelock.Remove(dir + useSuffix)
+	return envcache.Remove(filepath.Join(r.cacheDir, digest), locksOnly)
 }
 
 // pruneLocks removes the lock files of envs whose directory is gone (an
@@ -425,9 +387,9 @@ func (r *envResolver) pruneLocks(keep string) {
 	}
 	seen := map[string]bool{}
 	for _, e := range ents {
-		digest, ok := strings.CutSuffix(e.Name(), ".lock")
+		digest, ok := strings.CutSuffix(e.Name(), envcache.LockSuffix)
 		if !ok {
-			digest, ok = strings.CutSuffix(e.Name(), useSuffix)
+			digest, ok = strings.CutSuffix(e.Name(), envcache.UseSuffix)
 		}
 		if !ok || !isDigest(digest) || digest == keep || seen[digest] {
 			continue
@@ -444,7 +406,7 @@ func (r *envResolver) pruneLocks(keep string) {
 
 // ready returns the env in dir if a completed extraction is there.
 func (r *envResolver) ready(packed, dir string) (*execEnv, error) {
-	marker := filepath.Join(dir, readyMarker)
+	marker := filepath.Join(dir, envcache.ReadyMarker)
 	data, err := os.ReadFile(marker)
 	if err != nil {
 		return nil, err
@@ -475,7 +437,7 @@ func envRoot(dir string) (string, error) {
 	}
 	var dirs []string
 	for _, e := range entries {
-		if e.Name() == readyMarker {
+		if e.Name() == envcache.ReadyMarker {
 			continue
 		}
 		dirs = append(dirs, e.Name())

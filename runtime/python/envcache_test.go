@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tritonbuild/tritonbuild/internal/envcache"
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
 )
 
@@ -46,7 +47,7 @@ func TestEnvCachePruned(t *testing.T) {
 	// lastUsed makes env look used d ago.
 	lastUsed := func(env *execEnv, d time.Duration) {
 		t.Helper()
-		marker := filepath.Join(filepath.Dir(env.Root), readyMarker)
+		marker := filepath.Join(filepath.Dir(env.Root), envcache.ReadyMarker)
 		if err := os.Chtimes(marker, time.Now().Add(-d), time.Now().Add(-d)); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +125,7 @@ func TestEnvCacheLocksPruned(t *testing.T) {
 		for _, e := range ents {
 			if name, ok := strings.CutSuffix(e.Name(), ".lock"); ok {
 				out[e.Name()] = isDir(filepath.Join(cache, name))
-			} else if name, ok := strings.CutSuffix(e.Name(), useSuffix); ok {
+			} else if name, ok := strings.CutSuffix(e.Name(), envcache.UseSuffix); ok {
 				out[e.Name()] = isDir(filepath.Join(cache, name))
 			}
 		}
@@ -148,7 +149,7 @@ func TestEnvCacheLocksPruned(t *testing.T) {
 	// A lock pair whose env is gone (a failed extraction's) goes at the
 	// next pruning.
 	orphan := filepath.Join(cache, strings.Repeat("ab", 32))
-	for _, suffix := range []string{".lock", useSuffix} {
+	for _, suffix := range []string{".lock", envcache.UseSuffix} {
 		if err := os.WriteFile(orphan+suffix, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func TestEnvCacheLocksPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	want := map[string]bool{filepath.Base(filepath.Dir(c.Root)) + ".lock": true, filepath.Base(filepath.Dir(c.Root)) + useSuffix: true}
+	want := map[string]bool{filepath.Base(filepath.Dir(c.Root)) + ".lock": true, filepath.Base(filepath.Dir(c.Root)) + envcache.UseSuffix: true}
 	if got := locks(); !maps.Equal(got, want) {
 		t.Fatalf("lock files after pruning: %v, want only c's %v", got, want)
 	}
