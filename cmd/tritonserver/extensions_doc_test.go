@@ -126,7 +126,7 @@ func TestSystemSharedMemoryAsDocumented(t *testing.T) {
 	// The document's two refusals of an input.
 	for body, why := range map[string]string{
 		`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","parameters":{"shared_memory_region":"in"}}]}`:                                               "must be given together",
-		`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4],"parameters":{"shared_memory_region":"in","shared_memory_byte_size":16}}]}`: "has shared memory parameters and also data",
+		`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4],"parameters":{"shared_memory_region":"in","shared_memory_byte_size":16}}]}`: "But set 'data' 'shared_memory_region'",
 	} {
 		code, got := post(t, base+"/v2/models/a/infer", body)
 		var e map[string]any

@@ -80,7 +80,7 @@ func TestResponseCacheSkipsExecution(t *testing.T) {
 	if l := stats("linear"); l.ExecutionCount != 3 || l.InferenceStats.CacheHit.Count != 0 || l.InferenceStats.CacheMiss.Count != 0 {
 		t.Fatalf("uncached model stats %+v", l)
 	}
-	text := get(ms.URL)
+	text := get(ms.URL + "/metrics")
 	for _, want := range []string{
 		`nv_cache_num_hits_per_model{model="cached",version="1"} 2`,
 		`nv_cache_num_misses_per_model{model="cached",version="1"} 1`,

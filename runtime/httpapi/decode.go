@@ -22,6 +22,10 @@ type inferRequest struct {
 		// Values are the other parameters (sequence ids and flags, the
 		// model's own ones).
 		Values map[string]any `json:"-"`
+		// Invalid is the first parameter (not one the server consumes)
+		// whose value is an object, an array or null, refused once the
+		// document is parsed.
+		Invalid string `json:"-"`
 	} `json:"parameters"`
 	Inputs  []inferInput  `json:"inputs"`
 	Outputs []inferOutput `json:"outputs"`
@@ -112,6 +116,9 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
+	if ir.Parameters.Invalid != "" {
+		return nil, nil, invalidParameter(ir.Parameters.Invalid)
+	}
 	req := &d.req
 	req.ID = ir.ID
 	if len(ir.Inputs) <= len(d.inputs) {
@@ -136,6 +143,16 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 	}
 	for i := range ir.Inputs {
 		in := &ir.Inputs[i]
+		// Triton checks first, before the input's name, that its data is
+		// given one way (ValidateInputContentType). A "data" member counts
+		// whatever its value (null too), as Triton's Find("data") does;
+		// shared memory is the shared_memory_region parameter.
+		hasData := len(in.Data) > 0
+		hasBinary := in.Parameters.BinaryDataSize != nil
+		hasShm := in.Parameters.Region != nil
+		if err := contentTypeError(hasData, hasBinary, hasShm); err != nil {
+			return nil, nil, err
+		}
 		if in.Name == "" {
 			return nil, nil, backend.Errorf(backend.InvalidArg, "input %d has no name", i)
 		}
@@ -157,23 +174,16 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 		t := &req.Inputs[i]
 		t.Name, t.DataType, t.Shape = in.Name, in.Datatype, in.Shape
-		// A "data" member counts whatever its value (null too), as
-		// Triton's Find("data") does.
-		hasData := len(in.Data) > 0
-		ref, inShm, err := in.Parameters.ref("input", in.Name)
-		if err != nil {
-			return nil, nil, err
-		}
 		switch sz := in.Parameters.BinaryDataSize; {
-		case inShm && (hasData || sz != nil):
-			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has shared memory parameters and also data", in.Name)
-		case inShm:
+		case hasShm:
+			ref, _, err := in.Parameters.ref("input", in.Name)
+			if err != nil {
+				return nil, nil, err
+			}
 			if t.Data, err = shm.Read(ref); err != nil {
 				return nil, nil, err
 			}
-		case sz != nil && hasData:
-			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has both data and binary_data_size", in.Name)
-		case sz != nil:
+		case hasBinary:
 			if hdrLen == "" {
 				return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has binary_data_size but the request has no %s header", in.Name, HeaderLength)
 			}
@@ -181,24 +191,22 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 				return nil, nil, backend.Errorf(backend.InvalidArg, "unexpected end of binary data for input '%s': it needs %d bytes, %d remain", in.Name, *sz, len(tail))
 			}
 			t.Data, tail = tail[:*sz:*sz], tail[*sz:]
-		case hasData && n == 0:
+		case n == 0:
 			// Triton reads no data for an input without elements,
 			// whatever the member holds.
 			t.Data = []byte{}
-		case hasData:
+		default:
 			if in.Data[0] != '[' {
 				// Triton reads "data" as an array (MemberAsArray) before its
 				// elements: a lone value is its JSON library's error, an
 				// INTERNAL one, behind "Unable to parse 'data'".
-				return nil, nil, backend.Errorf(backend.Internal, "Unable to parse 'data': attempt to access JSON non-array as array")
+				return nil, nil, backend.Errorf(backend.Internal, "Unable to parse 'data': attempt to access JSON non-array as array (input '%s')", in.Name)
 			}
 			data, err := decodeData(in.Data, in.Datatype, n, in.Name)
 			if err != nil {
 				return nil, nil, err
 			}
 			t.Data = data
-		default:
-			return nil, nil, backend.Errorf(backend.InvalidArg, "input '%s' has neither data nor binary_data_size", in.Name)
 		}
 	}
 	if len(tail) > 0 {
@@ -220,6 +228,38 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 	}
 	return req, ir, nil
+}
+
+// contentTypeError is Triton's refusal of an input whose data is given
+// in none or more than one of the three ways (http_server.cc,
+// ValidateInputContentType), 400: the ways it was given are listed in
+// this order. nil when exactly one is set.
+func contentTypeError(data, binary, shm bool) error {
+	set := 0
+	for _, b := range [...]bool{data, binary, shm} {
+		if b {
+			set++
+		}
+	}
+	if set == 1 {
+		return nil
+	}
+	msg := "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But"
+	if set == 0 {
+		msg += " no field is set"
+	} else {
+		msg += " set"
+		if data {
+			msg += " 'data'"
+		}
+		if binary {
+			msg += " 'binary_data_size'"
+		}
+		if shm {
+			msg += " 'shared_memory_region'"
+		}
+	}
+	return backend.Errorf(backend.InvalidArg, "%s", msg)
 }
 
 // decoded holds what decodeRequest makes of a request, in one object.

@@ -194,7 +194,7 @@ func TestJSONHalfPrecision(t *testing.T) {
 // INTERNAL error; an input with no elements has no data read at all.
 func TestJSONDataNotArray(t *testing.T) {
 	e := newEnv(t, map[string]string{"half": halfModel}, 0)
-	const want = `{"error":"Unable to parse 'data': attempt to access JSON non-array as array"}`
+	const want = `{"error":"Unable to parse 'data': attempt to access JSON non-array as array (input 'X')"}`
 	for _, data := range []string{`5`, `"5"`, `null`, `{"a":5}`, `true`} {
 		r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"inputs":[{"name":"X","shape":[1],"datatype":"INT32","data":`+data+`}]}`), nil)
 		if r.StatusCode != 500 || string(b) != want {

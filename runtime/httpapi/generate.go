@@ -18,10 +18,10 @@ import (
 // response. The request is a flat JSON object: a member named like one of
 // the model's inputs becomes that input (a string, number or boolean is
 // one element, an array its elements, nested arrays their shape; a
-// batching model gets a batch of 1), "parameters" holds request
-// parameters, and any other member is a parameter too. Every output of a
-// response is a member of the answer: one element as a value, more as a
-// flat array.
+// batching model gets a batch of 1), any other member is a request
+// parameter (a string, a boolean or a number), and "parameters" holds
+// more members of either kind. Every output of a response is a member of
+// the answer: one element as a value, more as a flat array.
 
 // generate serves .../generate and .../generate_stream.
 func (s *Server) generate(stream bool) http.HandlerFunc {
@@ -85,25 +85,41 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 }
 
 // generateDecoupled answers .../generate for a decoupled model, which
-// must send exactly one response: the endpoint carries one.
+// must send exactly one response: the endpoint carries one. Otherwise
+// the answer is Triton's (http_server.cc, GenerateRequestClass): its
+// status is set by the first response, as Triton starts its reply then
+// (200 when the model sent none, or its first one renders; that one's
+// error code when not), and its body is Triton's error for the count,
+// whatever the responses held.
 func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *repository.Model, version int64, req *backend.Request, start time.Time) {
-	var got *backend.Response
+	var first, got *backend.Response
 	n := 0
 	_, err := s.mgr.InferStream(r.Context(), m, version, req, start, func(resp *backend.Response, _ bool) error {
 		if resp == nil {
 			return nil
 		}
 		n++
+		if first == nil {
+			first = resp
+		}
 		got = resp
 		return nil
 	})
 	switch {
 	case err != nil:
 		writeError(w, err)
-	case got == nil:
-		writeError(w, backend.Errorf(backend.Internal, "model '%s' sent no response; use generate_stream for models that may send none or several", m.Name))
-	case n > 1:
-		writeError(w, backend.Errorf(backend.InvalidArg, "model '%s' sent %d responses; generate carries exactly one, use generate_stream", m.Name, n))
+	case n != 1:
+		code := http.StatusOK
+		if first != nil {
+			ferr := first.Err
+			if ferr == nil {
+				_, ferr = generatedJSON(m, first)
+			}
+			if ferr != nil {
+				code = status.HTTPStatus(ferr)
+			}
+		}
+		writeErrorText(w, code, "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses")
 	case got.Err != nil:
 		writeError(w, got.Err)
 	default:
@@ -114,7 +130,7 @@ func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *re
 // generateStream answers .../generate_stream: every response as one
 // event, an error response as an error event. As in Triton, the first
 // event sets the status (an error's own, 200 otherwise), so that an error
-// after it leaves the status 200; errors before any response answer a
+// after it leaves the status 200; errors before the request runs answer a
 // JSON error as usual.
 func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repository.Model, version int64, req *backend.Request, start time.Time) {
 	started := false
@@ -138,9 +154,23 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 		event(status.HTTPStatus(err), append(append([]byte(`{"error":`), appendJSONString(nil, []byte(status.Message(err)))...), '}'))
 	}
 	if !m.Decoupled() {
+		// Triton refuses a request that fails its validation before the
+		// request runs (TRITONSERVER_ServerInferAsync fails), a JSON
+		// error; an error the run ends in (the model's, a queue timeout)
+		// comes back as the response, which the stream sends as its
+		// first event under the error's status. Validating here first
+		// tells the two apart; the scheduler's own refusals (a full
+		// queue, a model unloading) are then events too.
+		if err := m.Validate(req); err != nil {
+			m.Scheduler.RecordFailure(start)
+			writeError(w, err)
+			return
+		}
 		m, resp, err := s.mgr.Infer(r.Context(), m, version, req, start)
 		if err != nil {
-			writeError(w, err)
+			if r.Context().Err() == nil {
+				errEvent(err)
+			}
 			return
 		}
 		b, err := generatedJSON(m, resp)
@@ -217,59 +247,54 @@ func generatedJSON(m *repository.Model, resp *backend.Response) ([]byte, error) 
 	return append(b, '}'), nil
 }
 
-// generateRequest builds the inference request of a generate body.
+// generateRequest builds the inference request of a generate body as
+// Triton's conversion does (http_server.cc, ConvertGenerateRequest with
+// its schema of one nested keyword, "parameters"): the members in
+// document order, each named like one of the model's inputs becoming
+// that input and any other a request parameter (ExactMappingInput); the
+// members of "parameters" likewise, so that an input may be given there
+// too, with errors behind "Converting keyword: 'parameters'".
 func generateRequest(body []byte, m *repository.Model) (*backend.Request, error) {
-	var members map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&members); err != nil {
+	var top json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
 	}
 	req := &backend.Request{}
 	params := map[string]any{}
-	for name, raw := range members {
-		if name == "parameters" {
-			var ps map[string]any
-			d := json.NewDecoder(bytes.NewReader(raw))
-			d.UseNumber()
-			if err := d.Decode(&ps); err != nil {
-				return nil, backend.Errorf(backend.InvalidArg, "generate request 'parameters' must be an object: %w", err)
-			}
-			for k, v := range ps {
-				if p := backend.JSONParameter(v); p != nil {
-					params[k] = p
-				}
-			}
-			continue
-		}
+	exact := func(name string, raw json.RawMessage) error {
 		spec, ok := m.Input(name)
 		if !ok {
-			var v any
-			d := json.NewDecoder(bytes.NewReader(raw))
-			d.UseNumber()
-			if err := d.Decode(&v); err == nil {
-				if p := backend.JSONParameter(v); p != nil {
-					params[name] = p
-				}
+			p, err := generateParameter(name, raw)
+			if err != nil {
+				return err
 			}
-			continue
+			params[name] = p
+			return nil
 		}
-		shape, err := jsonShape(raw)
+		t, err := generateInput(name, raw, spec.DataType, m.Spec.MaxBatchSize > 0)
 		if err != nil {
-			return nil, backend.Errorf(backend.InvalidArg, "generate request member '%s': %w", name, err)
+			return err
 		}
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
+		req.Inputs = append(req.Inputs, t)
+		return nil
+	}
+	if err := eachMember(top, func(name string, raw json.RawMessage) error {
+		if name != "parameters" {
+			return exact(name, raw)
 		}
-		data, err := decodeData(raw, spec.DataType, n, name)
-		if err != nil {
-			return nil, err
+		if _, ok := m.Input(name); ok {
+			return backend.Errorf(backend.InvalidArg, "Keyword 'parameters' for nested schema also given as input tensor name")
 		}
-		if m.Spec.MaxBatchSize > 0 {
-			shape = append([]int64{1}, shape...)
+		if raw[0] != '{' {
+			// Triton's JSON library (MemberAsObject), an INTERNAL error.
+			return backend.Errorf(backend.Internal, "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object")
 		}
-		req.Inputs = append(req.Inputs, backend.Tensor{Name: name, DataType: spec.DataType, Shape: shape, Data: data})
+		if err := eachMember(raw, exact); err != nil {
+			return backend.Errorf(status.Code(err), "Converting keyword: 'parameters': %w", err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if len(params) > 0 {
 		seq, err := repository.SequenceParameters(params)
@@ -280,6 +305,70 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 		req.Parameters = generateParameters(params)
 	}
 	return req, nil
+}
+
+// eachMember calls fn with each member of raw, valid JSON, in document
+// order. A value that is not an object is refused with Triton's JSON
+// library's words (Members), an INTERNAL error.
+func eachMember(raw json.RawMessage, fn func(name string, value json.RawMessage) error) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return backend.Errorf(backend.Internal, "attempt to get members for non-object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+		}
+		if err := fn(name, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// generateParameter is the request parameter a generate member that
+// names no input becomes: a string, a boolean or a number; any other
+// value is refused as Triton refuses it.
+func generateParameter(name string, raw json.RawMessage) (any, error) {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+	}
+	p := backend.JSONParameter(v)
+	if p == nil {
+		return nil, invalidParameter(name)
+	}
+	return p, nil
+}
+
+// generateInput is the input tensor name a generate member becomes: its
+// JSON value's shape (a lone value one element), after a batch of 1 for a
+// batching model.
+func generateInput(name string, raw json.RawMessage, dt backend.DataType, batching bool) (backend.Tensor, error) {
+	shape, err := jsonShape(raw)
+	if err != nil {
+		return backend.Tensor{}, backend.Errorf(backend.InvalidArg, "generate request member '%s': %w", name, err)
+	}
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	data, err := decodeData(raw, dt, n, name)
+	if err != nil {
+		return backend.Tensor{}, err
+	}
+	if batching {
+		shape = append([]int64{1}, shape...)
+	}
+	return backend.Tensor{Name: name, DataType: dt, Shape: shape, Data: data}, nil
 }
 
 // generateParameters are the parameters of a generate request for the

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
+	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
@@ -30,8 +31,19 @@ func parseHeader(buf []byte, ir *inferRequest, inputs []backend.TensorSpec) erro
 					return p.boolean(&ir.Parameters.BinaryDataOutput)
 				}
 				v, err := p.scalar()
-				if err != nil || v == nil {
+				if err != nil {
 					return err
+				}
+				if v == nil {
+					// An object, array or null is no parameter value:
+					// Triton refuses it, which decodeRequest does once
+					// the whole document parsed (Triton parses it before
+					// reading parameters). The server's own parameters
+					// keep their handling.
+					if ir.Parameters.Invalid == "" && !repository.ReservedParameter(string(k)) {
+						ir.Parameters.Invalid = string(k)
+					}
+					return nil
 				}
 				if ir.Parameters.Values == nil {
 					ir.Parameters.Values = map[string]any{}

@@ -4,12 +4,14 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/tritonbuild/tritonbuild/runtime/backend"
 	"github.com/tritonbuild/tritonbuild/runtime/repository"
 )
 
 // scalar reads a parameter value: a string, a boolean or a number
 // (int64, uint64 past the int64 range, else float64), as Triton's
-// parameters are; any other value is skipped and reads as nil.
+// parameters are; any other value is skipped and reads as nil, for the
+// caller to refuse.
 func (p *scanner) scalar() (any, error) {
 	c, err := p.next()
 	if err != nil {
@@ -40,8 +42,17 @@ func (p *scanner) scalar() (any, error) {
 		}
 		return v, nil
 	}
-	// Objects, arrays and null are not parameters Triton carries: skipped.
+	// Objects, arrays and null are not parameter values.
 	return nil, p.skip()
+}
+
+// invalidParameter is Triton's refusal of a request parameter whose value
+// is not a string, a boolean or a number (http_server.cc,
+// SetTritonParameterFromJsonParameter, for /infer's "parameters" and
+// generate's members alike), 400. Its text names only 'int', 'bool' and
+// 'string', though Triton takes other numbers as double parameters.
+func invalidParameter(name string) error {
+	return backend.Errorf(backend.InvalidArg, "parameter '%s' has invalid type. It should be either 'int', 'bool', or 'string'.", name)
 }
 
 // modelParameters are the request parameters for the model: all but the

@@ -379,9 +379,9 @@ func TestBadRequests(t *testing.T) {
 			"input 'INPUT__0' already exists in request"},
 		{"duplicate output", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"OUTPUT__0"},{"name":"OUTPUT__0"}]}`), nil, 400,
 			"Duplicate output name 'OUTPUT__0' is not allowed in a request"},
-		{"too few elements", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3]}]}`), nil, 400, "got 3 elements in data, the shape needs 4"},
-		{"not a number", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,"x",4]}]}`), nil, 400, "string element"},
-		{"no data", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32"}]}`), nil, 400, "neither data nor binary_data_size"},
+		{"too few elements", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3]}]}`), nil, 500, "Unable to parse 'data': Shape does not match true shape of 'data' field"},
+		{"not a number", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,"x",4]}]}`), nil, 500, "Unable to parse 'data': attempt to access JSON non-number as double"},
+		{"no data", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32"}]}`), nil, 400, "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But no field is set"},
 		{"unknown output", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"NOPE"}]}`), nil, 400,
 			"unexpected inference output 'NOPE'"},
 		{"classification", "/v2/models/linear/infer", j(`{"inputs":[{"name":"INPUT__0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"OUTPUT__0","parameters":{"classification":-1}}]}`), nil, 400,
@@ -566,7 +566,7 @@ func TestDynamicBatchingUnderConcurrentClients(t *testing.T) {
 	for e := range errs {
 		t.Fatal(e)
 	}
-	url := e.metrics.URL
+	url := e.metrics.URL + "/metrics"
 	count := scrape(t, url, "nv_inference_count", "batched")
 	execs := scrape(t, url, "nv_inference_exec_count", "batched")
 	success := scrape(t, url, "nv_inference_request_success", "batched")

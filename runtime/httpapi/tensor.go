@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -14,8 +15,20 @@ import (
 
 // decodeData converts a JSON "data" value (a flat or nested array of
 // numbers, booleans or strings, or one such element) into the
-// little-endian tensor encoding, checking that it holds exactly n
-// elements. It scans the bytes directly instead of going through []any.
+// little-endian tensor encoding. It scans the bytes directly instead of
+// going through []any.
+//
+// Its refusals are Triton's (http_server.cc, ReadDataFromJson and
+// JsonBytesArrayByteSize), INTERNAL errors with its JSON library's words:
+// an element of the wrong JSON type, and for every type but BYTES a count
+// of elements other than n, which Triton checks before reading each
+// element, so that data with more elements than the shape is refused
+// before any element past the shape is looked at. BYTES data is not
+// counted here: Triton sizes it from its strings, and the count is
+// core's check (the repository's validation, with core's texts). An
+// integer that is an integer in JSON but beyond the range of a type
+// narrower than 64 bits is refused with a text of ours: Triton stores it
+// truncated to the type's width (a FIXME in its code).
 func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, error) {
 	size := int64(dt.Size())
 	if dt == backend.FP16 || dt == backend.BF16 {
@@ -25,10 +38,10 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 	}
 	var out []byte
 	if dt != backend.Bytes {
-		if n < 0 || n > int64(len(raw)) { // every element takes at least one byte of JSON
-			return nil, backend.Errorf(backend.InvalidArg, "input '%s': unexpected number of elements in data for its shape", name)
-		}
-		out = make([]byte, 0, n*size)
+		// Every element takes at least one byte of JSON, so a shape the
+		// data cannot fill gets no more room than the data can use, and
+		// the count check below refuses it.
+		out = make([]byte, 0, max(0, min(n, int64(len(raw))))*size)
 	}
 	var count int64
 	i := 0
@@ -38,6 +51,9 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 		case ' ', '\t', '\n', '\r', ',', '[', ']':
 			i++
 			continue
+		}
+		if dt != backend.Bytes && count >= n {
+			return nil, shapeMismatch(fmt.Sprintf("input '%s': more than %d elements for its shape", name, n))
 		}
 		// One scalar token.
 		j := i
@@ -56,7 +72,7 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 			}
 			j++
 			if dt != backend.Bytes {
-				return nil, backend.Errorf(backend.InvalidArg, "input '%s': string element in data of datatype %s", name, dt)
+				return nil, dataError(jsonTypeText(dt), name, count)
 			}
 			tok := raw[i+1 : j-1]
 			if esc {
@@ -76,26 +92,75 @@ func decodeData(raw []byte, dt backend.DataType, n int64, name string) ([]byte, 
 			j++
 		}
 		tok := raw[i:j]
+		if dt == backend.Bytes {
+			// Triton sizes BYTES data from its strings before reading it.
+			return nil, backend.Errorf(backend.Internal, "Unable to parse JSON bytes array: %s (input '%s', element %d)", jsonTypeText(dt), name, count)
+		}
 		var err error
 		if out, err = appendScalar(out, dt, tok); err != nil {
-			return nil, backend.Errorf(backend.InvalidArg, "input '%s': element %d: %w", name, count, err)
+			if errors.Is(err, errOutOfRange) {
+				return nil, backend.Errorf(backend.InvalidArg, "input '%s': data element %d, %s, is out of the range of %s", name, count, tok, dt)
+			}
+			return nil, dataError(jsonTypeText(dt), name, count)
 		}
 		count++
 		i = j
 	}
-	if count != n {
-		return nil, backend.Errorf(backend.InvalidArg, "input '%s': got %d elements in data, the shape needs %d", name, count, n)
+	if dt != backend.Bytes && count != n {
+		return nil, shapeMismatch(fmt.Sprintf("input '%s': %d elements for a shape of %d", name, count, n))
 	}
 	return out, nil
+}
+
+// dataError is Triton's refusal of an input's JSON "data" (http_server.cc:
+// its JSON library's complaint behind "Unable to parse 'data'"), an
+// INTERNAL error, so 500; the input and the element follow in
+// parentheses, which Triton's text leaves out.
+func dataError(msg, name string, elem int64) error {
+	return backend.Errorf(backend.Internal, "Unable to parse 'data': %s (input '%s', element %d)", msg, name, elem)
+}
+
+// shapeMismatch is Triton's refusal of JSON data with more or fewer
+// elements than the input's shape (ReadDataFromJson), the same text
+// either way, followed by what was found in parentheses.
+func shapeMismatch(found string) error {
+	return backend.Errorf(backend.Internal, "Unable to parse 'data': Shape does not match true shape of 'data' field (%s)", found)
+}
+
+// jsonTypeText is what Triton's JSON library (triton_json.h) says of an
+// element that is not of the JSON type the data type dt is read as:
+// BOOL with AsBool, unsigned integers with AsUInt, signed ones with AsInt,
+// FP32 and FP64 with AsDouble, BYTES with AsString.
+func jsonTypeText(dt backend.DataType) string {
+	switch dt {
+	case backend.Bool:
+		return "attempt to access JSON non-boolean as boolean"
+	case backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64:
+		return "attempt to access JSON non-unsigned-integer as unsigned-integer"
+	case backend.Int8, backend.Int16, backend.Int32, backend.Int64:
+		return "attempt to access JSON non-signed-integer as signed-integer"
+	case backend.Bytes:
+		return "attempt to access JSON non-string as string"
+	}
+	return "attempt to access JSON non-number as double"
 }
 
 type tokenError string
 
 func (e tokenError) Error() string { return string(e) }
 
+// appendScalar's errors: a token that is not of the JSON type dt is read
+// as, and an integer beyond the range of a type narrower than 64 bits.
+const (
+	errWrongType  tokenError = "wrong JSON type"
+	errOutOfRange tokenError = "out of range"
+)
+
+// appendScalar appends the element tok, a JSON token that is not a
+// string, as data type dt.
 func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
 	if len(tok) == 0 {
-		return nil, tokenError("empty element")
+		return nil, errWrongType
 	}
 	// The token is only parsed, never retained, so no copy is needed.
 	s := unsafe.String(&tok[0], len(tok))
@@ -107,40 +172,45 @@ func appendScalar(out []byte, dt backend.DataType, tok []byte) ([]byte, error) {
 		case "false":
 			return append(out, 0), nil
 		}
-		return nil, tokenError("expected true or false, got " + strconv.Quote(s))
+		return nil, errWrongType
 	case backend.FP32:
 		// Beyond float32's range ParseFloat reports ErrRange with the
 		// infinity of the number's sign, which is what Triton stores (it
 		// reads a double and converts it to float).
 		f, err := strconv.ParseFloat(s, 32)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return nil, tokenError("expected a number, got " + strconv.Quote(s))
+			return nil, errWrongType
 		}
 		return binary.LittleEndian.AppendUint32(out, math.Float32bits(float32(f))), nil
 	case backend.FP64:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return nil, tokenError("expected a number, got " + strconv.Quote(s))
+			return nil, errWrongType
 		}
 		return binary.LittleEndian.AppendUint64(out, math.Float64bits(f)), nil
 	case backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64:
-		bits := dt.Size() * 8
-		v, err := strconv.ParseUint(s, 10, bits)
+		// Triton reads every unsigned type as a JSON unsigned integer of
+		// 64 bits: anything else (a negative number, a fraction, an
+		// exponent, a string) is of the wrong type.
+		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return nil, tokenError("expected an unsigned integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
+			return nil, errWrongType
+		}
+		if bits := dt.Size() * 8; bits < 64 && v>>bits != 0 {
+			return nil, errOutOfRange
 		}
 		return dt.AppendUint(out, v), nil
 	case backend.Int8, backend.Int16, backend.Int32, backend.Int64:
-		bits := dt.Size() * 8
-		v, err := strconv.ParseInt(s, 10, bits)
+		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, tokenError("expected an integer of " + strconv.Itoa(bits) + " bits, got " + strconv.Quote(s))
+			return nil, errWrongType
+		}
+		if bits := dt.Size() * 8; bits < 64 && (v < -1<<(bits-1) || v >= 1<<(bits-1)) {
+			return nil, errOutOfRange
 		}
 		return dt.AppendUint(out, uint64(v)), nil
-	case backend.Bytes:
-		return nil, tokenError("expected a string, got " + strconv.Quote(s))
 	}
-	return nil, tokenError("unsupported datatype " + string(dt))
+	return nil, errWrongType
 }
 
 // refuseJSONOutput is Triton's refusal (http_server.cc, WriteDataToJson)
