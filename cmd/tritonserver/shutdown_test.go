@@ -240,10 +240,10 @@ func TestExplicitModelControl(t *testing.T) {
 	if ready("a") != 400 || ready("b") != 200 {
 		t.Fatalf("after unload a / load b: a %d, b %d", ready("a"), ready("b"))
 	}
-	if code, _ := post(t, base+"/v2/repository/models/nope/load", ""); code != 404 {
+	if code, _ := post(t, base+"/v2/repository/models/nope/load", ""); code != 500 { // Triton's INTERNAL "failed to poll from model repository"
 		t.Errorf("load of a missing model: %d", code)
 	}
-	if code, _ := post(t, base+"/v2/repository/models/b/load", `{"parameters":{"config":"{\"max_batch_size\":\"x\"}"}}`); code != 400 {
+	if code, _ := post(t, base+"/v2/repository/models/b/load", `{"parameters":{"config":"{\"max_batch_size\":\"x\"}"}}`); code != 500 {
 		t.Errorf("bad config override: %d", code)
 	}
 	cancel()

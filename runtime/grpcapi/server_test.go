@@ -511,7 +511,7 @@ func TestLoadUnload(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument) // over the overridden max_batch_size
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear",
 		Parameters: map[string]*pb.ModelRepositoryParameter{"config": {ParameterChoice: &pb.ModelRepositoryParameter_StringParam{StringParam: `{"max_batch_size": "x"}`}}}})
-	wantCode(t, err, codes.InvalidArgument)
+	wantCode(t, err, codes.Internal) // Triton: "failed to poll from model repository"
 	// Without the override the repository's config.pbtxt applies again.
 	if _, err := e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "linear"}); err != nil {
 		t.Fatal(err)
@@ -520,7 +520,7 @@ func TestLoadUnload(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.client.RepositoryModelLoad(ctx, &pb.RepositoryModelLoadRequest{ModelName: "nope"})
-	wantCode(t, err, codes.NotFound)
+	wantCode(t, err, codes.Internal) // as Triton: a model no repository holds fails its poll
 	// File overrides need a config; with one, the model serves from them
 	// (version 4 here, which the repository lacks).
 	file := &pb.ModelRepositoryParameter{ParameterChoice: &pb.ModelRepositoryParameter_BytesParam{BytesParam: []byte{1}}}

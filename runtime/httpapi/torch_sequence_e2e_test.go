@@ -138,7 +138,7 @@ func TestTorchSequenceControlsAndState(t *testing.T) {
 	err = mgr.LoadAll(context.Background())
 	for _, want := range []string{
 		"input 'START' does not follow <name>__<index> naming convention.",
-		`model 'nocontrol' version 1: warmup "sequence sample" on instance 0 of nocontrol`,
+		`load failed for model 'nocontrol': version 1 is at UNAVAILABLE state: warmup "sequence sample" on instance 0 of nocontrol`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("loading the refused models: %v, want %q", err, want)

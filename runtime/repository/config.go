@@ -43,6 +43,18 @@ var platformBackends = map[string]string{
 // should fail the load rather than exhaust the machine.
 const MaxInstances = 256
 
+// loadStageError marks a configuration error that Triton finds only when
+// it creates the model's versions, after polling the repository accepted
+// the configuration: its backend's auto-complete, the inputs and outputs
+// (ValidateModelIOConfig, which the poll runs only under
+// --strict-model-config), the backend itself, an ensemble checked against
+// its composing models, the versions the policy selects. A load request
+// answers it as Triton does a failed load (INVALID_ARG, loadFailure); the
+// other configuration errors are the poll's (INTERNAL, pollFailure).
+type loadStageError struct{ error }
+
+func (e loadStageError) Unwrap() error { return e.error }
+
 // resolved is a validated model configuration ready to build versions from.
 type resolved struct {
 	*modelconfig.ModelConfig
@@ -111,16 +123,19 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 		completeBackendFields(cfg, filepath.Join(dir, strconv.FormatInt(available[len(available)-1], 10)))
 	}
 	if cfg, err = m.autoComplete(ctx, name, dir, available, cfg); err != nil {
-		return nil, nil, err
+		return nil, nil, loadStageError{err}
 	}
 	r, err := m.resolve(name, cfg)
 	if err != nil {
+		if stage := (loadStageError{}); errors.As(err, &stage) {
+			return nil, nil, loadStageError{fmt.Errorf("%s: %w", cfgPath, stage.error)}
+		}
 		return nil, nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	for _, o := range cfg.GetOutput() {
 		if l := o.GetLabelFilename(); l != "" {
 			if _, err := backend.Confine(dir, dir, l, "output '"+o.GetName()+"' label_filename"); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", cfgPath, err)
+				return nil, nil, loadStageError{fmt.Errorf("%s: %w", cfgPath, err)}
 			}
 		}
 	}
@@ -129,7 +144,7 @@ func (m *Manager) prepare(ctx context.Context, name, dir string, configJSON []by
 		m.log.Error(fmt.Sprintf("version %d is specified for model '%s', but the version directory is not present", v, name))
 	}
 	if len(versions) == 0 {
-		return nil, nil, fmt.Errorf("at least one version must be available under the version policy of model '%s'", name)
+		return nil, nil, loadStageError{fmt.Errorf("at least one version must be available under the version policy of model '%s'", name)}
 	}
 	return r, versions, nil
 }
@@ -303,30 +318,21 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	if r.backendName != ensemblePlatform {
 		be, ok := m.opts.Backends[r.backendName]
 		if !ok {
-			return nil, backend.Errorf(backend.Unsupported, "backend '%s' is not available in this server", r.backendName)
+			return nil, loadStageError{backend.Errorf(backend.Unsupported, "backend '%s' is not available in this server", r.backendName)}
 		}
 		r.backend = be
 	}
 
 	if cfg.MaxBatchSize < 0 {
-		return nil, fmt.Errorf("max_batch_size must be >= 0, got %d", cfg.MaxBatchSize)
+		return nil, backend.Errorf(backend.InvalidArg, "'max_batch_size' must be non-negative value for %s", cfg.Name) // Triton's text
+	}
+	if err := resolveIO(r, cfg); err != nil {
+		if !m.opts.StrictModelConfig {
+			err = loadStageError{err}
+		}
+		return nil, err
 	}
 	var err error
-	if r.inputs, err = tensorSpecs(cfg.Name, "input", cfg.MaxBatchSize, cfg.GetInput()); err != nil {
-		return nil, err
-	}
-	if r.outputs, err = tensorSpecs(cfg.Name, "output", cfg.MaxBatchSize, cfg.GetOutput()); err != nil {
-		return nil, err
-	}
-	if len(r.inputs) == 0 || len(r.outputs) == 0 {
-		return nil, errors.New("a model needs at least one input and one output")
-	}
-	if r.reshape, r.beInputs, r.beOutputs, err = newReshapes(cfg, r.inputs, r.outputs); err != nil {
-		return nil, err
-	}
-	if r.batchInputs, r.batchOutputs, err = batchIO(cfg, r.beInputs, r.beOutputs); err != nil {
-		return nil, err
-	}
 	// The preferred batch sizes the batcher uses are the config's own; the
 	// default Triton fills in ([max_batch_size]) is only shown.
 	var preferred []int32
@@ -366,7 +372,7 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 		// The backend's view (outputs in their reshape, as Triton's
 		// ensemble_output_shape_); names, types and optional are the same.
 		if r.backend, err = m.validateEnsemble(cfg, r.beInputs, r.beOutputs); err != nil {
-			return nil, err
+			return nil, loadStageError{err}
 		}
 		r.sched.Instances = ensembleInstances
 	}
@@ -423,6 +429,26 @@ func (m *Manager) resolve(name string, cfg *modelconfig.ModelConfig) (*resolved,
 	}
 	r.json = modelconfig.JSON(cfg)
 	return r, nil
+}
+
+// resolveIO validates the inputs and outputs of cfg, as Triton's
+// ValidateModelIOConfig does, and sets r's views of them.
+func resolveIO(r *resolved, cfg *modelconfig.ModelConfig) error {
+	var err error
+	if r.inputs, err = tensorSpecs(cfg.Name, "input", cfg.MaxBatchSize, cfg.GetInput()); err != nil {
+		return err
+	}
+	if r.outputs, err = tensorSpecs(cfg.Name, "output", cfg.MaxBatchSize, cfg.GetOutput()); err != nil {
+		return err
+	}
+	if len(r.inputs) == 0 || len(r.outputs) == 0 {
+		return errors.New("a model needs at least one input and one output")
+	}
+	if r.reshape, r.beInputs, r.beOutputs, err = newReshapes(cfg, r.inputs, r.outputs); err != nil {
+		return err
+	}
+	r.batchInputs, r.batchOutputs, err = batchIO(cfg, r.beInputs, r.beOutputs)
+	return err
 }
 
 // maxLevels bounds priority_levels: each level is a queue.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"math"
@@ -91,10 +92,12 @@ func TestLoadModelConfigOverride(t *testing.T) {
 	if err != nil || m.Spec.MaxBatchSize != 2 || m.Config.GetName() != "m" {
 		t.Fatalf("override not applied: %v %v", m, err)
 	}
+	// Triton refuses an override while polling the model (its
+	// InitializeModelInfo), which a load request answers INTERNAL.
 	for _, bad := range []string{`{"max_batch_size": "two"}`, `{"name": "other", "backend": "fake"}`, `not json`, `{"no_such_field": 1}`} {
 		err := mgr.LoadModel(ctx, "m", []byte(bad))
-		if status.Code(err) != backend.InvalidArg {
-			t.Errorf("%s: %v, want InvalidArg", bad, err)
+		if status.Code(err) != backend.Internal || !strings.HasPrefix(err.Error(), "failed to load 'm', failed to poll from model repository: ") {
+			t.Errorf("%s: %v, want Internal, failed to poll", bad, err)
 		}
 	}
 	// The failed attempts left the overridden version serving.
@@ -338,5 +341,57 @@ func TestOverrideDirLivesWithItsVersions(t *testing.T) {
 	}
 	if n := dirs(); n != 0 {
 		t.Fatalf("%d override directories left after unloading", n)
+	}
+}
+
+// TestLoadErrorCodes: a load request fails with Triton's code and text
+// (its model repository manager's LoadUnloadModel): a model no repository
+// holds, or whose configuration the poll refuses (ValidateModelConfig, and
+// the inputs and outputs under --strict-model-config), is INTERNAL
+// "failed to load 'M', failed to poll from model repository" (ours adds
+// the reason); one whose versions fail to load (the backend, the inputs
+// and outputs as auto-completion leaves them, the version policy) is
+// INVALID_ARG "load failed for model 'M': ...\n".
+func TestLoadErrorCodes(t *testing.T) {
+	root := t.TempDir()
+	const noDims = `
+backend: "fake"
+max_batch_size: 8
+input [{ name: "INPUT__0" data_type: TYPE_FP32 dims: [] }]
+output [{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [3] }]
+`
+	writeModel(t, root, "negative", strings.Replace(linearCfg, "max_batch_size: 8", "max_batch_size: -1", 1), []string{"1"})
+	writeModel(t, root, "nodims", noDims, []string{"1"})
+	writeModel(t, root, "broken", linearCfg+`version_policy { all {} } parameters { key: "fake_mode" value { string_value: "no_such_mode" } }`, []string{"1", "2"})
+	writeModel(t, root, "noversion", linearCfg, nil)
+	poll := func(name string) string {
+		return "failed to load '" + name + "', failed to poll from model repository"
+	}
+	for _, strict := range []bool{false, true} {
+		mgr := newManager(t, fake.New(), strict, root)
+		ioCode, ioText := backend.InvalidArg, "load failed for model 'nodims': nodims/config.pbtxt: model input 'INPUT__0' must specify 'dims' for nodims\n"
+		if strict {
+			ioCode, ioText = backend.Internal, poll("nodims")+": nodims/config.pbtxt: model input 'INPUT__0' must specify 'dims' for nodims"
+		}
+		for _, c := range []struct {
+			name string
+			code backend.Code
+			text string
+		}{
+			{"nope", backend.Internal, poll("nope")},
+			{"negative", backend.Internal, poll("negative") + ": negative/config.pbtxt: 'max_batch_size' must be non-negative value for negative"},
+			{"nodims", ioCode, ioText},
+			{"noversion", backend.InvalidArg, "load failed for model 'noversion': at least one version must be available under the version policy of model 'noversion'\n"},
+		} {
+			err := mgr.Load(context.Background(), c.name)
+			if status.Code(err) != c.code || err.Error() != c.text {
+				t.Errorf("strict %v, load %s: %v %q, want %v %q", strict, c.name, status.Code(err), err, c.code, c.text)
+			}
+		}
+		err := mgr.Load(context.Background(), "broken")
+		const reason = `version %d is at UNAVAILABLE state: creating instance 0 of broken: fake model "broken": unknown fake_mode "no_such_mode";`
+		if want := "load failed for model 'broken': " + fmt.Sprintf(reason, 1) + fmt.Sprintf(reason, 2) + "\n"; status.Code(err) != backend.InvalidArg || err.Error() != want {
+			t.Errorf("strict %v, load broken: %v %q, want InvalidArg %q", strict, status.Code(err), err, want)
+		}
 	}
 }

@@ -414,13 +414,16 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir 
 	stamp := dirStamp(dir)
 	cfg, versions, err := m.prepare(ctx, name, dir, configJSON)
 	if err != nil {
-		err = fmt.Errorf("model '%s': %w", name, err)
-		m.setModelFailure(name, err, stamp)
+		failure := fmt.Errorf("model '%s': %w", name, err)
+		m.setModelFailure(name, failure, stamp)
 		if missing := (*stepUnavailableError)(nil); errors.As(err, &missing) {
 			m.awaitSteps(name)
 		}
-		m.log.Error("model load failed", "model", name, "err", err)
-		return err
+		m.log.Error("model load failed", "model", name, "err", failure)
+		if stage := (loadStageError{}); errors.As(err, &stage) {
+			return loadFailure(name, err.Error()+"\n")
+		}
+		return pollFailure(name, err)
 	}
 
 	fresh := &modelEntry{versions: map[int64]*versionEntry{}, stamp: stamp}
@@ -442,10 +445,12 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir 
 	m.mu.Unlock()
 
 	var errs []error
+	var reasons strings.Builder // Triton's, per version that failed
 	loaded := map[int64]*Model{}
 	for _, v := range versions {
 		mod, err := m.loadVersion(ctx, cfg, dir, v)
 		if err != nil {
+			fmt.Fprintf(&reasons, "version %d is at %s state: %v;", v, Unavailable, err)
 			err = fmt.Errorf("model '%s' version %d: %w", name, v, err)
 			errs = append(errs, err)
 			m.log.Error("model version load failed", "model", name, "version", v, "err", err)
@@ -489,7 +494,35 @@ func (m *Manager) load(ctx context.Context, name string, configJSON []byte, dir 
 	for v := range loaded {
 		m.log.Info("model version ready", "model", name, "version", v)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return loadFailure(name, reasons.String()+"\n")
+	}
+	return nil
+}
+
+// loadFailure is a load request's answer when the model's configuration
+// passed but creating its versions failed, as Triton's model repository
+// manager gives it (LoadUnloadModels): INVALID_ARG, "load failed for model
+// 'M': " and the reasons, each version's as its ModelLifeCycle words it
+// ("version V is at UNAVAILABLE state: ...;"), ending in a newline.
+func loadFailure(name, reasons string) error {
+	return backend.Errorf(backend.InvalidArg, "load failed for model '%s': %s", name, reasons)
+}
+
+// pollFailure is a load request's answer when the model cannot be read
+// from the repositories or its configuration is refused before any
+// version loads: Triton's poll of the model fails, and its load request
+// answers INTERNAL "failed to load 'M', failed to poll from model
+// repository", the reason going only to its log. Ours follows with the
+// reason, which the index also shows. A limit of this server's own (a
+// configuration over --max-config-size) or a setting it does not
+// implement keeps its code, which Triton, having neither, cannot give.
+func pollFailure(name string, err error) error {
+	switch status.Code(err) {
+	case backend.TooLarge, backend.Unsupported:
+		return err
+	}
+	return backend.Errorf(backend.Internal, "failed to load '%s', failed to poll from model repository: %w", name, err)
 }
 
 // recordFindFailure records why a model's directory could not be used: a
@@ -857,7 +890,8 @@ func (m *Manager) find(name string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", backend.Errorf(backend.NotFound, "failed to load '%s', no model directory in the repositories", name)
+		// Triton's answer to a load of a model no repository holds.
+		return "", backend.Errorf(backend.Internal, "failed to load '%s', failed to poll from model repository", name)
 	case 1:
 		// The directory as the kernel sees it: the files its config names
 		// must resolve inside it (backend.Confine).
