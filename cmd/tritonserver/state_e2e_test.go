@@ -99,7 +99,9 @@ func inferSeqGRPC(client inference.GRPCInferenceServiceClient, model string, s s
 	id := &inference.InferParameter{}
 	switch v := s.id.(type) {
 	case uint64:
-		id.ParameterChoice = &inference.InferParameter_Uint64Param{Uint64Param: v}
+		// As tritonclient sends it: Triton takes an int64_param or a
+		// string_param for sequence_id, and refuses a uint64_param.
+		id.ParameterChoice = &inference.InferParameter_Int64Param{Int64Param: int64(v)}
 	case string:
 		id.ParameterChoice = &inference.InferParameter_StringParam{StringParam: v}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -41,14 +42,17 @@ func strID(v string) *pb.InferParameter {
 	return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: v}}
 }
 
-// TestSequenceBatching is the HTTP test's counterpart over gRPC: uint64,
-// int64 and string correlation ids, interleaved sequences from many
-// clients, Triton's refusals and the idle release.
+// TestSequenceBatching is the HTTP test's counterpart over gRPC: int64
+// (beyond the int64 range too, as Triton reads their bits) and string
+// correlation ids, interleaved sequences from many clients, Triton's
+// refusals (a uint64_param id among them) and the idle release.
 func TestSequenceBatching(t *testing.T) {
 	e := newEnv(t, map[string]string{"direct": frontendtest.SeqDirect, "oldest": frontendtest.SeqOldest})
 	ctx := context.Background()
 	ids := []func(c int) *pb.InferParameter{
-		func(c int) *pb.InferParameter { return uintID(uint64(1<<63) + uint64(c)) },
+		// Triton takes an int64_param's bits as the unsigned id: these
+		// are the ids 1<<63 + c.
+		func(c int) *pb.InferParameter { return int64ID(math.MinInt64 + int64(c)) },
 		func(c int) *pb.InferParameter { return int64ID(int64(500 + c)) },
 		func(c int) *pb.InferParameter { return strID(fmt.Sprint("g-", c)) },
 	}
@@ -93,8 +97,9 @@ func TestSequenceBatching(t *testing.T) {
 			t.Errorf("got %v, want InvalidArgument with %q", err, want)
 		}
 	}
-	refused(seqRequest("direct", uintID(0), true, false, 1), "inference request to model 'direct' must specify a non-zero or non-empty correlation ID")
-	refused(seqRequest("direct", uintID(77), false, false, 1), "inference request for sequence 77 to model 'direct' must specify the START flag on the first request of the sequence")
+	refused(seqRequest("direct", uintID(5), true, false, 1), "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.")
+	refused(seqRequest("direct", int64ID(0), true, false, 1), "inference request to model 'direct' must specify a non-zero or non-empty correlation ID")
+	refused(seqRequest("direct", int64ID(77), false, false, 1), "inference request for sequence 77 to model 'direct' must specify the START flag on the first request of the sequence")
 	refused(seqRequest("oldest", strID("nope"), false, false, 1), "inference request for sequence nope to model 'oldest' must specify the START flag on the first request of the sequence")
 
 	if _, err := e.client.ModelInfer(ctx, seqRequest("oldest", strID("idle"), true, false, 3)); err != nil {

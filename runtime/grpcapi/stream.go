@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
@@ -101,15 +102,76 @@ func modelParameters(ps map[string]*pb.InferParameter) map[string]any {
 	return out
 }
 
-// sequenceParameters reads the request's correlation id and flags.
+// sequenceParameters reads the request's correlation id and flags, whose
+// types parameterError checked: an int64_param id is taken as the
+// unsigned value of its bits, as Triton's TRITONSERVER_InferenceRequest-
+// SetCorrelationId takes it.
 func sequenceParameters(ps map[string]*pb.InferParameter) (backend.Sequence, error) {
 	vals := map[string]any{}
 	for _, k := range []string{"sequence_id", "sequence_start", "sequence_end"} {
 		if p, ok := ps[k]; ok {
-			vals[k] = paramValue(p)
+			v := paramValue(p)
+			if id, ok := v.(int64); ok {
+				v = uint64(id)
+			}
+			vals[k] = v
 		}
 	}
 	return repository.SequenceParameters(vals)
+}
+
+// parameterError is Triton's refusal of the request parameter name with
+// value p (grpc/infer_handler.cc, SetInferenceRequestMetadata),
+// INVALID_ARGUMENT; nil when Triton takes it. The parameters the server
+// consumes must have their types (sequence_id an int64_param or a
+// string_param, sequence_start and sequence_end bool_params, priority an
+// int64_param not below 0 or a uint64_param, timeout an int64_param);
+// keys starting with "triton_" are Triton's own but for
+// triton_enable_empty_final_response, a bool_param; any other parameter
+// must be an int64_param, a bool_param, a string_param or a
+// double_param.
+func parameterError(name string, p *pb.InferParameter) error {
+	c := p.GetParameterChoice()
+	var ok bool
+	var want string
+	switch name {
+	case "sequence_id":
+		switch c.(type) {
+		case *pb.InferParameter_Int64Param, *pb.InferParameter_StringParam:
+			ok = true
+		}
+		want = "int64_param or string_param"
+	case "sequence_start", "sequence_end", emptyFinal:
+		_, ok = c.(*pb.InferParameter_BoolParam)
+		want = "bool_param"
+	case "priority":
+		switch x := c.(type) {
+		case *pb.InferParameter_Int64Param:
+			if x.Int64Param < 0 {
+				return backend.Errorf(backend.InvalidArg, "invalid value for 'priority', expected value >= 0.")
+			}
+			ok = true
+		case *pb.InferParameter_Uint64Param:
+			ok = true
+		}
+		want = "int64_param or uint64_param"
+	case "timeout":
+		_, ok = c.(*pb.InferParameter_Int64Param)
+		want = "int64_param"
+	default:
+		if strings.HasPrefix(name, "triton_") {
+			return backend.Errorf(backend.InvalidArg, "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: %s", emptyFinal)
+		}
+		switch c.(type) {
+		case *pb.InferParameter_Int64Param, *pb.InferParameter_BoolParam, *pb.InferParameter_StringParam, *pb.InferParameter_DoubleParam:
+			ok = true
+		}
+		want = "int64_param, bool_param, or string_param"
+	}
+	if ok {
+		return nil
+	}
+	return backend.Errorf(backend.InvalidArg, "invalid value type for '%s' parameter, expected %s.", name, want)
 }
 
 // paramValue is an InferParameter's value as a Go value (nil when unset).

@@ -15,6 +15,12 @@ import (
 // call); typed contents are encoded little-endian. Shapes, data sizes and
 // names are left to repository.Model.Validate, shared with the HTTP frontend.
 func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.Request, error) {
+	// Triton reads the parameters before the inputs.
+	for k, p := range r.GetParameters() {
+		if err := parameterError(k, p); err != nil {
+			return nil, err
+		}
+	}
 	ins := r.GetInputs()
 	raw := r.GetRawInputContents()
 	// Inputs in shared memory have no raw contents: the raw contents
@@ -90,10 +96,13 @@ func decodeRequest(r *pb.ModelInferRequest, shm *sharedmem.Registry) (*backend.R
 			if !ok {
 				continue
 			}
-			var v any = p.GetParameterChoice()
+			// parameterError let through an int64 or a uint64 (a
+			// timeout only an int64, and a priority not a negative one):
+			// Triton takes an int64 as the unsigned value of its bits.
+			var v any
 			switch c := p.GetParameterChoice().(type) {
 			case *pb.InferParameter_Int64Param:
-				v = c.Int64Param
+				v = uint64(c.Int64Param)
 			case *pb.InferParameter_Uint64Param:
 				v = c.Uint64Param
 			}

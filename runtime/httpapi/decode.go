@@ -22,13 +22,16 @@ type inferRequest struct {
 		// Values are the other parameters (sequence ids and flags, the
 		// model's own ones).
 		Values map[string]any `json:"-"`
-		// Invalid is the first parameter (not one the server consumes)
-		// whose value is an object, an array or null, refused once the
-		// document is parsed.
-		Invalid string `json:"-"`
+		// Refused is Triton's refusal of the first parameter it refuses
+		// (parameterError), returned once the document is parsed.
+		Refused error `json:"-"`
 	} `json:"parameters"`
 	Inputs  []inferInput  `json:"inputs"`
 	Outputs []inferOutput `json:"outputs"`
+
+	// badID is an "id" that is not a string, refused once the document
+	// is parsed, before the parameters (as Triton reads the id first).
+	badID bool
 }
 
 type inferInput struct {
@@ -116,8 +119,11 @@ func decodeRequest(body []byte, hdrLen string, m *repository.Model, shm *sharedm
 		}
 		return nil, nil, backend.Errorf(backend.InvalidArg, "failed to parse the request JSON: %w", err)
 	}
-	if ir.Parameters.Invalid != "" {
-		return nil, nil, invalidParameter(ir.Parameters.Invalid)
+	if ir.badID {
+		return nil, nil, badID()
+	}
+	if ir.Parameters.Refused != nil {
+		return nil, nil, ir.Parameters.Refused
 	}
 	req := &d.req
 	req.ID = ir.ID

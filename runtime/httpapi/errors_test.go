@@ -129,7 +129,7 @@ parameters { key: "fake_delay_us" value { string_value: "3000000" } }
 	if c := <-busy; c != 200 {
 		t.Errorf("the busy request: %d", c)
 	}
-	if r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":"soon"`), nil); r.StatusCode != 400 || !strings.Contains(string(b), "parameter 'timeout' must be an integer") {
+	if r, b := e.do(t, "POST", "/v2/models/slow/infer", body(`"timeout":"soon"`), nil); r.StatusCode != 500 || string(b) != errorJSON("Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer") {
 		t.Errorf("a string timeout: %d %s", r.StatusCode, b)
 	}
 }

@@ -17,11 +17,12 @@ import (
 // .../generate_stream answers server-sent events, one "data:" event per
 // response. The request is a flat JSON object: a member named like one of
 // the model's inputs becomes that input (a string, number or boolean is
-// one element, an array its elements, nested arrays their shape; a
-// batching model gets a batch of 1), any other member is a request
-// parameter (a string, a boolean or a number), and "parameters" holds
-// more members of either kind. Every output of a response is a member of
-// the answer: one element as a value, more as a flat array.
+// one element, an array its elements, shaped from the input's dims as
+// generateInput says), any other member is a request parameter (a
+// string, a boolean or a number), and "parameters" holds more members of
+// either kind. A member "id" is also the request's id, which the answer
+// echoes. Every output of a response is a member of the answer: one
+// element as a value, more as a flat array.
 
 // generate serves .../generate and .../generate_stream.
 func (s *Server) generate(stream bool) http.HandlerFunc {
@@ -79,7 +80,7 @@ func (s *Server) generate(stream bool) http.HandlerFunc {
 				writeError(w, err)
 				return
 			}
-			writeGenerated(w, m, resp)
+			writeGenerated(w, m, req.ID, resp)
 		}
 	}
 }
@@ -113,7 +114,7 @@ func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *re
 		if first != nil {
 			ferr := first.Err
 			if ferr == nil {
-				_, ferr = generatedJSON(m, first)
+				_, ferr = generatedJSON(m, req.ID, first)
 			}
 			if ferr != nil {
 				code = status.HTTPStatus(ferr)
@@ -123,7 +124,7 @@ func (s *Server) generateDecoupled(w http.ResponseWriter, r *http.Request, m *re
 	case got.Err != nil:
 		writeError(w, got.Err)
 	default:
-		writeGenerated(w, m, got)
+		writeGenerated(w, m, req.ID, got)
 	}
 }
 
@@ -173,7 +174,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 			}
 			return
 		}
-		b, err := generatedJSON(m, resp)
+		b, err := generatedJSON(m, req.ID, resp)
 		if err != nil {
 			// The response could not be rendered (an FP16 output, say):
 			// Triton answers it in the stream, as its first event.
@@ -189,7 +190,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 		case resp.Err != nil:
 			errEvent(resp.Err)
 		default:
-			b, err := generatedJSON(m, resp)
+			b, err := generatedJSON(m, req.ID, resp)
 			if err != nil {
 				errEvent(err)
 				return nil
@@ -207,8 +208,8 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, m *repos
 	}
 }
 
-func writeGenerated(w http.ResponseWriter, m *repository.Model, resp *backend.Response) {
-	b, err := generatedJSON(m, resp)
+func writeGenerated(w http.ResponseWriter, m *repository.Model, id string, resp *backend.Response) {
+	b, err := generatedJSON(m, id, resp)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -219,9 +220,18 @@ func writeGenerated(w http.ResponseWriter, m *repository.Model, resp *backend.Re
 	_, _ = w.Write(b)
 }
 
-// generatedJSON renders one response of the generate extension.
-func generatedJSON(m *repository.Model, resp *backend.Response) ([]byte, error) {
-	b := append([]byte(`{"model_name":`), appendJSONString(nil, []byte(m.Name))...)
+// generatedJSON renders one response of the generate extension to the
+// request with id: as Triton's GenerateRequestClass::FinalizeResponse
+// does, the id is a member when the request has one.
+func generatedJSON(m *repository.Model, id string, resp *backend.Response) ([]byte, error) {
+	b := []byte{'{'}
+	if id != "" {
+		b = append(b, `"id":`...)
+		b = appendJSONString(b, []byte(id))
+		b = append(b, ',')
+	}
+	b = append(b, `"model_name":`...)
+	b = appendJSONString(b, []byte(m.Name))
 	b = append(b, `,"model_version":"`...)
 	b = strconv.AppendInt(b, m.Version, 10)
 	b = append(b, '"')
@@ -260,6 +270,27 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 		return nil, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
 	}
 	req := &backend.Request{}
+	// Triton sets the request id from the member "id" first
+	// (ParseJsonTritonRequestID, before the conversion): its errors
+	// carry the id, and its response echoes it. The member is then
+	// converted like any other, a parameter (or the input of that name).
+	if top[0] == '{' {
+		var id json.RawMessage
+		_ = eachMember(top, func(name string, raw json.RawMessage) error {
+			if name == "id" && id == nil {
+				id = raw // the first, as Triton's JSON library finds it
+			}
+			return nil
+		})
+		if id != nil {
+			if id[0] != '"' {
+				return nil, badID()
+			}
+			if err := json.Unmarshal(id, &req.ID); err != nil {
+				return nil, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+			}
+		}
+	}
 	params := map[string]any{}
 	exact := func(name string, raw json.RawMessage) error {
 		spec, ok := m.Input(name)
@@ -271,7 +302,7 @@ func generateRequest(body []byte, m *repository.Model) (*backend.Request, error)
 			params[name] = p
 			return nil
 		}
-		t, err := generateInput(name, raw, spec.DataType, m.Spec.MaxBatchSize > 0)
+		t, err := generateInput(name, raw, spec, m.Spec.MaxBatchSize > 0)
 		if err != nil {
 			return err
 		}
@@ -349,26 +380,56 @@ func generateParameter(name string, raw json.RawMessage) (any, error) {
 	return p, nil
 }
 
-// generateInput is the input tensor name a generate member becomes: its
-// JSON value's shape (a lone value one element), after a batch of 1 for a
-// batching model.
-func generateInput(name string, raw json.RawMessage, dt backend.DataType, batching bool) (backend.Tensor, error) {
-	shape, err := jsonShape(raw)
-	if err != nil {
-		return backend.Tensor{}, backend.Errorf(backend.InvalidArg, "generate request member '%s': %w", name, err)
+// generateInput is the input tensor a generate member names, shaped as
+// Triton's ExactMappingInput shapes it: a member carries no shape, only a
+// count of elements (an array's length, or 1 for a lone value), which
+// fills the input's shape in the model's metadata (a batching model's
+// with its -1 batch dimension first). From the innermost dimension out,
+// each fixed one must divide the count and takes its share; then the
+// innermost variable one takes what remains and any other variable one
+// (the batch dimension among them) is 1. A count that does not fit is
+// 400 "The schema can not convert input 'X' to tensor with proper shape".
+// The elements are then read as /infer reads "data", against the
+// array's length: nested arrays are flattened, so more elements than the
+// length are Triton's shape mismatch.
+func generateInput(name string, raw json.RawMessage, spec *backend.TensorSpec, batching bool) (backend.Tensor, error) {
+	count := int64(1)
+	if raw[0] == '[' {
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return backend.Tensor{}, backend.Errorf(backend.InvalidArg, "failed to parse the generate request JSON: %w", err)
+		}
+		count = int64(len(elems))
 	}
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
+	shape := make([]int64, 0, len(spec.Dims)+1)
+	if batching {
+		shape = append(shape, -1)
 	}
-	data, err := decodeData(raw, dt, n, name)
+	shape = append(shape, spec.Dims...)
+	unfit := backend.Errorf(backend.InvalidArg, "The schema can not convert input '%s' to tensor with proper shape", name)
+	rest := count
+	for i := len(shape) - 1; i >= 0; i-- {
+		if d := shape[i]; d != -1 {
+			// A 0 dimension is refused at load; Triton would divide by it.
+			if d <= 0 || rest%d != 0 {
+				return backend.Tensor{}, unfit
+			}
+			rest /= d
+		}
+	}
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] == -1 {
+			shape[i], rest = rest, 1
+		}
+	}
+	if rest != 1 {
+		return backend.Tensor{}, unfit
+	}
+	data, err := decodeData(raw, spec.DataType, count, name)
 	if err != nil {
 		return backend.Tensor{}, err
 	}
-	if batching {
-		shape = append([]int64{1}, shape...)
-	}
-	return backend.Tensor{Name: name, DataType: dt, Shape: shape, Data: data}, nil
+	return backend.Tensor{Name: name, DataType: spec.DataType, Shape: shape, Data: data}, nil
 }
 
 // generateParameters are the parameters of a generate request for the
@@ -385,49 +446,4 @@ func generateParameters(all map[string]any) map[string]any {
 		return nil
 	}
 	return all
-}
-
-// jsonShape is the shape of a JSON value: [1] for a scalar, the lengths
-// of nested arrays otherwise (which must be regular).
-func jsonShape(raw json.RawMessage) ([]int64, error) {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	arr, ok := v.([]any)
-	if !ok {
-		return []int64{1}, nil
-	}
-	var shape []int64
-	for {
-		shape = append(shape, int64(len(arr)))
-		if len(arr) == 0 {
-			return shape, nil
-		}
-		inner, ok := arr[0].([]any)
-		if !ok {
-			break
-		}
-		arr = inner
-	}
-	var check func(x any, depth int) bool
-	check = func(x any, depth int) bool {
-		a, isArr := x.([]any)
-		if depth == len(shape) {
-			return !isArr
-		}
-		if !isArr || int64(len(a)) != shape[depth] {
-			return false
-		}
-		for _, e := range a {
-			if !check(e, depth+1) {
-				return false
-			}
-		}
-		return true
-	}
-	if !check(v, 0) {
-		return nil, backend.Errorf(backend.InvalidArg, "nested arrays of different lengths")
-	}
-	return shape, nil
 }

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/tritonbuild/tritonbuild/runtime/backend"
-	"github.com/tritonbuild/tritonbuild/runtime/repository"
 	"github.com/tritonbuild/tritonbuild/runtime/status"
 )
 
@@ -22,27 +21,39 @@ func parseHeader(buf []byte, ir *inferRequest, inputs []backend.TensorSpec) erro
 	if err := p.object(func(key []byte) error {
 		switch string(key) {
 		case "id":
+			if c, err := p.next(); err == nil && c != '"' {
+				// Triton refuses it once the document parsed, before
+				// the parameters (ParseJsonTritonRequestID).
+				ir.badID = true
+				return p.skip()
+			}
 			s, err := p.str()
 			ir.ID = s
 			return err
 		case "parameters":
 			return p.object(func(k []byte) error {
-				if string(k) == "binary_data_output" {
-					return p.boolean(&ir.Parameters.BinaryDataOutput)
-				}
 				v, err := p.scalar()
 				if err != nil {
 					return err
 				}
-				if v == nil {
-					// An object, array or null is no parameter value:
-					// Triton refuses it, which decodeRequest does once
-					// the whole document parsed (Triton parses it before
-					// reading parameters). The server's own parameters
-					// keep their handling.
-					if ir.Parameters.Invalid == "" && !repository.ReservedParameter(string(k)) {
-						ir.Parameters.Invalid = string(k)
+				// A value Triton refuses is refused once the whole
+				// document parsed (Triton parses it before reading
+				// parameters); the first in document order, as Triton
+				// reads them in that order.
+				if string(k) == "binary_data_output" {
+					// Compared without a conversion: the hot path's one
+					// parameter allocates nothing.
+					b, ok := v.(bool)
+					if !ok && ir.Parameters.Refused == nil {
+						ir.Parameters.Refused = parameterError("binary_data_output", v)
 					}
+					ir.Parameters.BinaryDataOutput = b
+					return nil
+				}
+				if ir.Parameters.Refused == nil {
+					ir.Parameters.Refused = parameterError(string(k), v)
+				}
+				if v == nil {
 					return nil
 				}
 				if ir.Parameters.Values == nil {

@@ -15,7 +15,7 @@ import (
 func TestParseHeaderRejects(t *testing.T) {
 	for _, s := range []string{
 		`{"a\x":1}`, `{"id":"\u12"}`, `{"inputs":[{"name":"I","shape":[1.5]}]}`, `{"inputs":[{"data":[1,]}]}`,
-		`{"id":"x"`, `{"id":"x"} {}`, `[]`, ``, `{"parameters":{"binary_data_output":1}}`, `{"inputs":[{"data":01}]}`,
+		`{"id":"x"`, `{"id":"x"} {}`, `[]`, ``, `{"inputs":[{"data":01}]}`,
 		"{\"id\":\"a\tb\"}",
 		`{"x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`,
 	} {
@@ -23,6 +23,12 @@ func TestParseHeaderRejects(t *testing.T) {
 		if err := parseHeader([]byte(s), &ir, nil); err == nil {
 			t.Errorf("%q: accepted", s)
 		}
+	}
+	// A value of the wrong type parses, for decodeRequest to refuse with
+	// Triton's text once the whole document did.
+	var bdo inferRequest
+	if err := parseHeader([]byte(`{"parameters":{"binary_data_output":1}}`), &bdo, nil); err != nil || bdo.Parameters.Refused == nil {
+		t.Errorf("binary_data_output 1: %v, refused %v", err, bdo.Parameters.Refused)
 	}
 	var ir inferRequest
 	err := parseHeader([]byte(`{"id":"\u00e9\"","inputs":[{"name":"I","shape":[2,-1],"datatype":"FP32","data":[[1,2],[3,4]],"x":{}}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}`), &ir, nil)

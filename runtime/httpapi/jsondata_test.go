@@ -226,8 +226,10 @@ func TestGenerateStreamRunError(t *testing.T) {
 	if want := "data: " + errorJSON("fake linear: request asked to fail") + "\n\n"; r.StatusCode != 500 || string(b) != want || r.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
 		t.Errorf("model error: %d %s %q, want 500 %q", r.StatusCode, r.Header.Get("Content-Type"), b, want)
 	}
-	r, b = e.do(t, "POST", "/v2/models/linear/generate_stream", []byte(`{"INPUT__0": [1, 2, 3]}`), nil)
-	if r.StatusCode != 400 || r.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), "unexpected shape for input 'INPUT__0'") {
+	// 36 elements are a batch of 9 rows of 4 (generate's shape), over
+	// max_batch_size 8: refused by validation.
+	r, b = e.do(t, "POST", "/v2/models/linear/generate_stream", []byte(`{"INPUT__0": [`+strings.Repeat("1, ", 35)+`1]}`), nil)
+	if r.StatusCode != 400 || r.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), "batch-size must be <= 8") {
 		t.Errorf("invalid request: %d %s %s", r.StatusCode, r.Header.Get("Content-Type"), b)
 	}
 	r, b = e.do(t, "POST", "/v2/models/linear/generate_stream", []byte(`{"INPUT__0": [1, 2, 3, 4]}`), nil)
@@ -241,5 +243,141 @@ func TestGenerateStreamRunError(t *testing.T) {
 	}
 	if st := m.Scheduler.Stats(); st.Fail.Count != 2 {
 		t.Errorf("failures counted: %d, want 2", st.Fail.Count)
+	}
+}
+
+// TestInferServerParameterTypes: the parameters Triton consumes must
+// have their types, or its JSON library's reading fails behind "Unable
+// to parse 'X'" (http_server.cc, ParseJsonTritonParams, INTERNAL so
+// 500); keys starting with "triton_" are refused (400); an "id" that is
+// not a string is refused before any parameter (ParseJsonTritonRequestID,
+// 500); the first refused parameter in document order is named.
+func TestInferServerParameterTypes(t *testing.T) {
+	e := newEnv(t, map[string]string{"half": halfModel}, 0)
+	const (
+		input    = `"inputs":[{"name":"X","shape":[1],"datatype":"INT32","data":[5]}]`
+		str      = "attempt to access JSON non-string as string"
+		boolean  = "attempt to access JSON non-boolean as boolean"
+		unsigned = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+		reserved = "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
+	)
+	for _, c := range []struct {
+		body   string
+		status int
+		msg    string
+	}{
+		{`{"parameters":{"sequence_id":true},` + input + `}`, 500, "Unable to parse 'sequence_id': " + str},
+		{`{"parameters":{"sequence_id":-3},` + input + `}`, 500, "Unable to parse 'sequence_id': " + str},
+		{`{"parameters":{"sequence_id":{}},` + input + `}`, 500, "Unable to parse 'sequence_id': " + str},
+		{`{"parameters":{"sequence_start":1},` + input + `}`, 500, "Unable to parse 'sequence_start': " + boolean},
+		{`{"parameters":{"sequence_end":null},` + input + `}`, 500, "Unable to parse 'sequence_end': " + boolean},
+		{`{"parameters":{"binary_data_output":"yes"},` + input + `}`, 500, "Unable to parse 'binary_data_output': " + boolean},
+		{`{"parameters":{"priority":-1},` + input + `}`, 500, "Unable to parse 'priority': " + unsigned},
+		{`{"parameters":{"priority":"high"},` + input + `}`, 500, "Unable to parse 'priority': " + unsigned},
+		{`{"parameters":{"timeout":1.5},` + input + `}`, 500, "Unable to parse 'timeout': " + unsigned},
+		{`{"parameters":{"triton_enable_empty_final_response":true},` + input + `}`, 400, reserved},
+		{`{"parameters":{"triton_mine":1},` + input + `}`, 400, reserved},
+		// Document order decides, whatever the kind of refusal.
+		{`{"parameters":{"triton_mine":1,"timeout":"x"},` + input + `}`, 400, reserved},
+		{`{"parameters":{"timeout":"x","triton_mine":1},` + input + `}`, 500, "Unable to parse 'timeout': " + unsigned},
+		{`{"parameters":{"p":null,"priority":-1},` + input + `}`, 400, "parameter 'p' has invalid type. It should be either 'int', 'bool', or 'string'."},
+		// The id comes first, wherever it is.
+		{`{"parameters":{"priority":-1},"id":7,` + input + `}`, 500, "Unable to parse 'id': " + str},
+		{`{"id":null,` + input + `}`, 500, "Unable to parse 'id': " + str},
+	} {
+		r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(c.body), nil)
+		if want := errorJSON(c.msg); r.StatusCode != c.status || string(b) != want {
+			t.Errorf("%s: %d %s, want %d %s", c.body, r.StatusCode, b, c.status, want)
+		}
+	}
+	r, b := e.do(t, "POST", "/v2/models/half/infer", []byte(`{"id":"a","parameters":{"priority":18446744073709551615,"timeout":0,"binary_data_output":false,"x":-1.5},`+input+`}`), nil)
+	if r.StatusCode != 200 || !strings.Contains(string(b), `"id":"a"`) {
+		t.Errorf("parameters of their types: %d %s", r.StatusCode, b)
+	}
+}
+
+// TestGenerateRequestID: generate's member "id" is the request's id
+// (ParseJsonTritonRequestID, before the conversion: a non-string is
+// refused first, 500) and also a parameter for the model, as the
+// conversion makes every member that names no input; each response
+// echoes it (GenerateRequestClass::FinalizeResponse).
+func TestGenerateRequestID(t *testing.T) {
+	e := newEnv(t, map[string]string{"echo": frontendtest.Echo, "repeat": frontendtest.Repeat}, 0)
+	r, b := e.do(t, "POST", "/v2/models/echo/generate", []byte(`{"IN":"x","id":"req \"1\""}`), nil)
+	if want := `{"id":"req \"1\"","model_name":"echo","model_version":"2","OUT":"x"}`; r.StatusCode != 200 || string(b) != want {
+		t.Errorf("generate with an id: %d %s, want %s", r.StatusCode, b, want)
+	}
+	r, b = e.do(t, "POST", "/v2/models/repeat/generate_stream", []byte(`{"id":"s","IN":[1,2]}`), nil)
+	if evs := sseEvents(t, b); r.StatusCode != 200 || len(evs) != 2 || evs[0]["id"] != "s" || evs[1]["id"] != "s" {
+		t.Errorf("generate_stream with an id: %d %v", r.StatusCode, evs)
+	}
+	for _, body := range []string{`{"IN":"x","id":5}`, `{"stop":null,"id":["a"]}`, `{"parameters":{"IN":5},"id":false}`} {
+		r, b := e.do(t, "POST", "/v2/models/echo/generate", []byte(body), nil)
+		if want := errorJSON("Unable to parse 'id': attempt to access JSON non-string as string"); r.StatusCode != 500 || string(b) != want {
+			t.Errorf("%s: %d %s, want 500 %s", body, r.StatusCode, b, want)
+		}
+	}
+	m, err := e.mgr.Get("echo", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := generateRequest([]byte(`{"IN":"x","id":"abc"}`), m)
+	if err != nil || req.ID != "abc" || req.Parameters["id"] != "abc" {
+		t.Errorf("generate request: %v, id %q, parameters %v", err, req.ID, req.Parameters)
+	}
+}
+
+// TestGenerateInputShape: a generate member carries only a count of
+// elements (an array's length, 1 for a lone value), which fills the
+// input's dims as Triton's ExactMappingInput fills them: fixed
+// dimensions from the innermost out take their share, the innermost
+// variable one the rest, other variable ones (a batching model's batch
+// dimension among them) 1; a count that does not fit is refused (400).
+// Nested arrays count as their outer length, so their elements overflow
+// it (Triton's shape mismatch, 500).
+func TestGenerateInputShape(t *testing.T) {
+	const batchVar = `backend: "fake"
+max_batch_size: 4
+input [{ name: "V" data_type: TYPE_INT32 dims: [-1, 2] }]
+output [{ name: "V_OUT" data_type: TYPE_INT32 dims: [-1, 2] }]
+parameters { key: "fake_mode" value { string_value: "identity" } }
+`
+	repo := frontendtest.NewRepo(t, map[string]string{"linear": frontendtest.Linear, "ident": frontendtest.Ident, "echo": frontendtest.Echo, "half": halfModel, "bv": batchVar})
+	unfit := func(name string) string {
+		return fmt.Sprintf("The schema can not convert input '%s' to tensor with proper shape", name)
+	}
+	for _, c := range []struct {
+		model, body string
+		shape       []int64
+		err         string
+	}{
+		{"linear", `{"INPUT__0":[1,2,3,4]}`, []int64{1, 4}, ""},
+		{"linear", `{"INPUT__0":[1,2,3,4,5,6,7,8]}`, []int64{2, 4}, ""}, // the batch dimension takes the rest
+		{"linear", `{"INPUT__0":[1,2,3]}`, nil, unfit("INPUT__0")},
+		{"linear", `{"INPUT__0":1}`, nil, unfit("INPUT__0")},
+		{"ident", `{"I":[1,2,3,4]}`, []int64{2, 2}, ""},
+		{"ident", `{"I":[[1,2],[3,4]]}`, nil, unfit("I")},
+		{"ident", `{"D":2.5}`, []int64{1}, ""},
+		{"echo", `{"IN":"x"}`, []int64{1}, ""},
+		{"echo", `{"IN":["a","b","c"]}`, []int64{3}, ""},
+		{"echo", `{"IN":[]}`, []int64{0}, ""},
+		{"bv", `{"V":[1,2,3,4,5,6]}`, []int64{1, 3, 2}, ""},
+		{"bv", `{"V":[1,2,3]}`, nil, unfit("V")},
+		{"half", `{"X":[[1,2],[3,4]]}`, nil, "Unable to parse 'data': Shape does not match true shape of 'data' field"},
+	} {
+		m, err := repo.Manager.Get(c.model, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := generateRequest([]byte(c.body), m)
+		if c.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), c.err) {
+				t.Errorf("%s %s: %v, want %q", c.model, c.body, err, c.err)
+			}
+			continue
+		}
+		if err != nil || len(req.Inputs) != 1 || fmt.Sprint(req.Inputs[0].Shape) != fmt.Sprint(c.shape) {
+			t.Errorf("%s %s: %v %+v, want shape %v", c.model, c.body, err, req, c.shape)
+		}
 	}
 }

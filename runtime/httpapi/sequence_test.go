@@ -92,7 +92,14 @@ func TestSequenceBatching(t *testing.T) {
 	refused("direct", `""`, true, "inference request to model 'direct' must specify a non-zero or non-empty correlation ID")
 	refused("direct", "77", false, "inference request for sequence 77 to model 'direct' must specify the START flag on the first request of the sequence")
 	refused("oldest", `"nope"`, false, "inference request for sequence nope to model 'oldest' must specify the START flag on the first request of the sequence")
-	refused("direct", "true", true, "parameter 'sequence_id' must be an unsigned integer or a string")
+	// Triton reads an id that is not an unsigned integer as a string,
+	// and fails in its JSON library's words (INTERNAL).
+	for _, id := range []string{"true", "-1", "1.5", "null"} {
+		code, body, err := e.seqInfer("direct", id, true, false, 1)
+		if want := errorJSON("Unable to parse 'sequence_id': attempt to access JSON non-string as string"); err != nil || code != 500 || body != want {
+			t.Errorf("sequence %s: %d %s %v, want 500 %s", id, code, body, err, want)
+		}
+	}
 
 	// A sequence idle past max_sequence_idle_microseconds (1 s) is
 	// released: its next request is one that never started.
