@@ -138,7 +138,7 @@ func newBuildCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&f.until, "until", "", "stop after this step (fetch, configure, build) without committing")
+	cmd.Flags().StringVar(&f.until, "until", "", "stop each node after this step (fetch; configure, build for cmake, meson and make; build for go; a step name for script builds) without committing, and skip its dependents")
 	cmd.Flags().StringArrayVar(&f.targets, "target", nil, "build only this build-system target, without install (repeatable)")
 	return cmd
 }
