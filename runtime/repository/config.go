@@ -528,7 +528,7 @@ func dynamicBatching(cfg *modelconfig.ModelConfig, db *modelconfig.ModelDynamicB
 // settings: one CPU instance group named after the model when none is
 // given, the name "<model>_<index in instance_group>" for a group given
 // without one, KIND_AUTO resolved to KIND_CPU (there are no GPUs here),
-// count 1 when unset; and the backend's default model filename.
+// count 1 when unset or below 1; and the backend's default model filename.
 func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 	if cfg.VersionPolicy == nil {
 		cfg.VersionPolicy = &modelconfig.ModelVersionPolicy{PolicyChoice: &modelconfig.ModelVersionPolicy_Latest_{
@@ -544,10 +544,10 @@ func fillDefaults(cfg *modelconfig.ModelConfig, backendName string) error {
 		cfg.InstanceGroup = []*modelconfig.ModelInstanceGroup{{Name: cfg.Name}}
 	}
 	for i, g := range cfg.InstanceGroup {
-		if g.Count < 0 {
-			return fmt.Errorf("instance_group count must be >= 0, got %d", g.Count)
-		}
-		if g.Count == 0 {
+		if g.Count < 1 {
+			// Triton's NormalizeInstanceGroup gives a group whose count is
+			// below 1 (unset, or negative) its backend's default, which is
+			// 1 for the pytorch and python backends.
 			g.Count = 1
 		}
 		if g.Name == "" {

@@ -178,12 +178,13 @@ instance_group [{ kind: KIND_MODEL }]
 	writeModel(t, root, "cpu_gpus", linearCfg+"instance_group [{ kind: KIND_CPU gpus: [0] }]", []string{"1"})
 	writeModel(t, root, "auto_gpus", linearCfg+"instance_group [{ name: \"g\" gpus: [1] }]", []string{"1"})
 	writeModel(t, root, "nogroup", linearCfg, []string{"1"})
-	writeModel(t, root, "groups", linearCfg+"instance_group [{ name: \"a\" }, { count: 2 }]", []string{"1"})
+	writeModel(t, root, "groups", linearCfg+"instance_group [{ name: \"a\" }, { count: 2 }, { count: -3 }]", []string{"1"})
 	m := newManager(t, fake.New(), true, root)
 	_ = m.LoadAll(context.Background())
 	// Triton's NormalizeInstanceGroup: the group it adds is named after the
-	// model; a group given without a name is <model>_<its index>.
-	for name, want := range map[string]string{"nogroup": "[nogroup:1]", "groups": "[a:1 groups_1:2]"} {
+	// model; a group given without a name is <model>_<its index>; a count
+	// below 1 is the backend's default, 1 here.
+	for name, want := range map[string]string{"nogroup": "[nogroup:1]", "groups": "[a:1 groups_1:2 groups_2:1]"} {
 		var got []string
 		for _, g := range mustGet(t, m, name).Config.GetInstanceGroup() {
 			got = append(got, fmt.Sprintf("%s:%d", g.GetName(), g.GetCount()))
